@@ -1,0 +1,1 @@
+"""One module per group of ``paella`` commands; each function takes the parsed arguments and returns an exit status."""

@@ -1,0 +1,75 @@
+"""What every command starts from: the workspace, its newest run, and the warnings a person must see first."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from supervisor.contract import CONTRACT_FILE, Contract, load_contract
+from supervisor.errors import UsageError
+from supervisor.rollback import interrupted_rollback
+from supervisor.runs import Run, RunStore
+from supervisor.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshotter
+from supervisor.workspace import Workspace
+
+
+def warn(message: str) -> None:
+    """Print a warning a person must act on, to stderr."""
+    print(f"paella: warning: {message}", file=sys.stderr)
+
+
+def use_color() -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+@dataclass
+class Context:
+    """The workspace and its run store, opened from the current folder."""
+
+    workspace: Workspace
+    store: RunStore
+
+    @classmethod
+    def open(cls) -> Context:
+        """Find the workspace from the current folder (exit 3 if there is none)."""
+        workspace = Workspace.find()
+        return cls(workspace, RunStore(workspace))
+
+    def contract(self) -> Contract:
+        """The live ``paella.toml`` of the workspace (exit 2 with every problem if it is broken)."""
+        return load_contract(self.workspace.root / CONTRACT_FILE, default_name=self.workspace.root.name)
+
+    def current_run(self, *, required: bool = True) -> Run | None:
+        """The newest run, after warning about anything it left unfinished."""
+        run = self.store.current()
+        if run is None:
+            if required:
+                raise UsageError(
+                    f"no run yet in {self.workspace.root}",
+                    hint="start one with `paella run`, or take a checkpoint with `paella checkpoint`.",
+                )
+            return None
+        self.report(run)
+        return run
+
+    def run_for_writing(self, reason: str) -> Run:
+        """The newest run, or a manual run opened to hold ``reason`` when there is none."""
+        run = self.store.current_or_manual(reason)
+        self.report(run)
+        return run
+
+    def report(self, run: Run) -> None:
+        """Warn about a torn ledger line or an interrupted rollback of ``run``."""
+        for line in run.ledger.read().skipped:
+            warn(line)
+        pending = interrupted_rollback(run)
+        if pending is not None:
+            warn(pending.advice())
+
+    def snapshotter(self, run: Run | None) -> Snapshotter:
+        """A snapshotter with the size cap of the run's frozen contract (or the default)."""
+        contract = run.load_contract() if run is not None else None
+        cap = contract.run.max_file_size if contract is not None else DEFAULT_MAX_FILE_SIZE
+        return Snapshotter(self.workspace, max_file_size=cap)

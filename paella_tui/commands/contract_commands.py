@@ -1,0 +1,109 @@
+"""``paella init`` (write a commented contract) and ``paella check`` (validate it and say what a run would do)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import sys
+
+from paella_tui.commands.context import Context
+from supervisor.contract import CONTRACT_FILE, Contract
+from supervisor.contract_template import detect_gates, parse_gate_option, render_contract
+from supervisor.durations import format_duration, format_size
+from supervisor.errors import EXIT_USAGE, EXIT_WORKSPACE, UsageError
+from supervisor.files import write_atomic
+
+
+def init(args: argparse.Namespace) -> int:
+    """Write a commented ``paella.toml`` for this repository; never overwrite one."""
+    ctx = Context.open()
+    path = ctx.workspace.root / CONTRACT_FILE
+    if path.exists():
+        raise UsageError(
+            f"{path} already exists; paella init never overwrites a contract",
+            hint="edit it, or move it away and run `paella init` again.",
+        )
+    try:
+        gates = [parse_gate_option(text) for text in args.gate]
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    detected = [] if gates else detect_gates(ctx.workspace.root)
+    text = render_contract(ctx.workspace.root, agent=args.agent, gates=gates or detected)
+    write_atomic(path, text)
+    path.chmod(0o644)  # the contract is the user's file, meant to be read and committed
+    print(f"✓ wrote {path}")
+    if detected:
+        print("  gates detected: " + ", ".join(f"{name} ({cmd})" for name, cmd in detected))
+    elif not gates:
+        print("  no test command detected: the example gate fails until you edit it")
+    print("  next: edit the task, gates and episodes, then `paella check` and `paella run`")
+    return 0
+
+
+def _command_found(argv: tuple[str, ...], root: object) -> bool:
+    first = argv[0]
+    if "/" in first:
+        return shutil.which(first, path=str(root)) is not None or shutil.which(first) is not None
+    return shutil.which(first) is not None
+
+
+def describe_run(contract: Contract) -> list[str]:
+    """What a run under this contract would do, as lines for a person."""
+    run = contract.run
+    lines = [f"run {run.name!r}" + (f" with profile {run.profile}" if run.profile else "")]
+    prompt = f"the file {run.prompt_file}" if run.prompt_file else repr((run.prompt or "")[:70])
+    lines.append(f"  task: {prompt}")
+    lines.append(f"  agent: {shlex.join(run.agent)}" + ("" if run.tty else "  (pipes, no terminal)"))
+    resume = shlex.join(run.resume) if run.resume else "the agent command, with the handoff as {prompt}"
+    lines.append(f"  resume: {resume}")
+    lines.append(f"  stall warning after {format_duration(run.stall_after)} of silence; "
+                 f"files over {format_size(run.max_file_size)} are left out of snapshots")
+    if run.scope:
+        lines.append(f"  scope: {', '.join(run.scope)}")
+    retry = contract.retry
+    lines.append(f"  retry: up to {retry.max_attempts} transient failures, backoff "
+                 f"{format_duration(retry.backoff)} doubling to {format_duration(retry.max_backoff)}")
+    lines.append(f"  gates re-run {format_duration(contract.watch.settle)} after the last change, "
+                 f"{contract.gates_config.jobs} at a time:")
+    for gate in contract.gates:
+        extra = f", {gate.retries} retr{'y' if gate.retries == 1 else 'ies'}" if gate.retries else ""
+        lines.append(f"    {gate.name}: {gate.cmd}  (timeout {format_duration(gate.timeout)}{extra})")
+    lines.append("  episodes (cumulative: each needs every gate before it too):")
+    for k, episode in enumerate(contract.episodes, start=1):
+        lines.append(f"    {k}. {episode.name}: needs {', '.join(contract.episode_gates(k)) or 'no gate'}")
+    for constraint in contract.constraints:
+        protect = f"  [protects {', '.join(constraint.protect)}]" if constraint.protect else ""
+        lines.append(f"  constraint: {constraint.text}{protect}")
+    return lines
+
+
+def check(args: argparse.Namespace) -> int:
+    """Validate the contract and the workspace; print what a run would do."""
+    ctx = Context.open()
+    contract = ctx.contract()  # a broken contract raises ContractError: exit 2 with every problem
+    ws = ctx.workspace
+    print(f"✓ {ws.root / CONTRACT_FILE} is valid")
+    print(f"  workspace {ws.root} on {ws.head().describe()}; state in {ws.state_dir}")
+    for line in describe_run(contract):
+        print(line)
+    problems: list[tuple[int, str]] = []
+    if not contract.gates:
+        problems.append((EXIT_USAGE, "the contract has no gate: nothing could ever prove the run done"))
+    if not contract.episodes:
+        problems.append((EXIT_USAGE, "the contract has no episode: add [[episode]] tables naming gates"))
+    if not _command_found(contract.run.agent, ws.root):
+        problems.append((EXIT_USAGE, f"the agent command {contract.run.agent[0]!r} is not found on PATH: "
+                         "install it or fix `agent` in paella.toml"))
+    for gate in contract.gates:
+        if not _command_found(gate.argv, ws.root):
+            problems.append((EXIT_USAGE, f"gate {gate.name!r}: command {gate.argv[0]!r} is not found on PATH"))
+    busy = ws.operation_in_progress()
+    if busy is not None:
+        problems.append((EXIT_WORKSPACE, f"{busy[0]} is in progress: finish or abort it first ({busy[1]})"))
+    for _, message in problems:
+        print(f"✗ {message}", file=sys.stderr)
+    if problems:
+        return max(code for code, _ in problems)
+    print("✓ ready: `paella run` starts it")
+    return 0

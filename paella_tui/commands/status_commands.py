@@ -1,0 +1,104 @@
+"""``paella status`` (text, ``--json``, ``--watch``, ``--tmux``) and ``paella log [-f]``, read from disk."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from paella_tui.commands.context import Context
+from paella_tui.ledger_text import timestamped
+from supervisor.run_view import RunView
+
+_GATE_MARK = {"pass": "✓", "flaky": "✓", "fail": "✗", "timeout": "✗", "error": "✗",
+              "running": "●", "pending": "◌", "stale": "◌"}
+
+
+def _text(status: dict[str, Any]) -> str:
+    lines = [f"run {status['run_id']} · {status['state']}" + ("  ✓ done" if status["done"] else "")]
+    agent = status["agent"]
+    if agent["pid"] is None:
+        lines.append("agent: not started")
+    else:
+        alive = "alive" if agent["alive"] else f"ended (exit {agent['exit_code']}, signal {agent['signal']})"
+        lines.append(f"agent: pid {agent['pid']}, attempt {agent['attempt']}, {alive}")
+    if status["contract"]["changed"]:
+        lines.append("⚠ paella.toml changed since the run started; the run keeps the frozen copy")
+    if status["episodes"]:
+        lines.append("episodes:")
+        for e in status["episodes"]:
+            mark = "✓" if e["complete"] else ("●" if e["n"] == status["current_episode"] else "◌")
+            where = f" (checkpoint {e['checkpoint']})" if e["checkpoint"] else ""
+            lines.append(f"  {mark} {e['n']}. {e['name']}{where}")
+    if status["gates"]:
+        lines.append("gates:")
+        for g in status["gates"]:
+            mark = _GATE_MARK.get(g["status"], "?")
+            extra = " ⚠ REGRESSED (was green)" if g["regressed"] else (" (was green)" if g["ever_green"] else "")
+            took = f" {g['duration_s']:.1f}s" if g.get("duration_s") is not None else ""
+            lines.append(f"  {mark} {g['name']}: {g['status']}{took}{extra}")
+    green = status["last_green_checkpoint"]
+    lines.append(f"checkpoints: {len(status['checkpoints'])}, salvage: {len(status['salvage'])}, "
+                 f"last green: {green if green is not None else 'none yet'}")
+    for d in status["drift"][-5:]:
+        lines.append(f"⚠ {d['kind']}: {d['message']}")
+    return "\n".join(lines)
+
+
+def _tmux_line(status: dict[str, Any] | None) -> str:
+    if status is None:
+        return "paella: no run"
+    icon = {"done": "✓", "running": "●", "retry-wait": "◌", "recovering": "✗", "dead": "✗"}.get(status["state"], "◌")
+    done = sum(e["complete"] for e in status["episodes"])
+    green = sum(g["status"] in ("pass", "flaky") for g in status["gates"])
+    red = sum(g["status"] in ("fail", "timeout", "error") for g in status["gates"])
+    parts = [f"paella {icon} {status['state']}"]
+    if status["episodes"]:
+        parts.append(f"ep {done}/{len(status['episodes'])}")
+    if status["gates"]:
+        parts.append(f"✓{green} ✗{red}")
+    if status["drift"]:
+        parts.append(f"⚠{len(status['drift'])}")
+    return " ".join(parts)
+
+
+def status(args: argparse.Namespace) -> int:
+    """Print the newest run's state; with --watch, again every 2 seconds."""
+    ctx = Context.open()
+    if args.tmux:
+        run = ctx.store.current()
+        print(_tmux_line(RunView.load(run).to_json() if run else None))
+        return 0
+    run = ctx.current_run(required=not args.json)
+    if run is None:
+        print(json.dumps(None))
+        return 0
+    while True:
+        data = RunView.load(run).to_json()
+        if args.json:
+            print(json.dumps(data, indent=2, ensure_ascii=False))
+        else:
+            if args.watch:
+                print("\x1b[H\x1b[2J", end="")
+            print(_text(data))
+        if not args.watch:
+            return 0
+        time.sleep(2.0)
+        run = ctx.store.current() or run
+
+
+def log(args: argparse.Namespace) -> int:
+    """Print the ledger of the newest run; with -f, keep printing new records."""
+    ctx = Context.open()
+    run = ctx.current_run()
+    assert run is not None
+    shown = 0
+    while True:
+        records = run.ledger.read().records
+        for record in records[shown:]:
+            print(timestamped(record), flush=True)
+        shown = len(records)
+        if not args.follow:
+            return 0
+        time.sleep(0.5)

@@ -1,0 +1,48 @@
+"""Ledger records as one human-readable line each, for ``paella log`` and headless output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_SKIP_FIELDS = {"t", "kind"}
+
+
+def _short(value: object) -> str:
+    if isinstance(value, str) and len(value) == 40 and all(c in "0123456789abcdef" for c in value):
+        return value[:10]
+    return str(value)
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One line saying what a ledger record means."""
+    kind = record.get("kind", "?")
+    r = record
+    if kind == "run-started":
+        what = "manual run" if r.get("manual") else "run"
+        contract = r.get("contract") or {}
+        sha = f", contract sha256 {contract['sha256'][:12]}" if contract.get("sha256") else ", no contract"
+        return f"{what} {r.get('run_id')} started on {r.get('branch') or 'detached'} @ {_short(r.get('head'))}{sha}"
+    if kind == "checkpoint":
+        episode = r.get("episode")
+        what = f"episode {episode}" if isinstance(episode, int) else "manual"
+        left = f", {len(r['skipped_files'])} file(s) left out" if r.get("skipped_files") else ""
+        return f"checkpoint {r.get('n')} ({what}: {r.get('label', '')}) {_short(r.get('commit'))}{left}"
+    if kind == "salvage":
+        return f"salvage:{r.get('n')} saved {_short(r.get('commit'))} before {r.get('reason', '')}"
+    if kind == "rollback-intent":
+        return f"rollback to {r.get('target')} begins (state before saved as salvage:{r.get('salvage')})"
+    if kind == "rollback-done":
+        return f"rollback to {r.get('target')} done: {r.get('changed_files', 0)} path(s) restored"
+    if kind == "rollback-failed":
+        return f"ROLLBACK FAILED at {r.get('step')}: {r.get('error')} (state before: {r.get('salvage_ref')})"
+    if kind == "drift":
+        return f"⚠ drift {r.get('drift')}: {r.get('message', '')}"
+    fields = ", ".join(f"{k}={_short(v)}" for k, v in r.items() if k not in _SKIP_FIELDS)
+    return f"{kind} {fields}".strip()
+
+
+def timestamped(record: dict[str, Any]) -> str:
+    """The record's line with its UTC time in front (``HH:MM:SS``)."""
+    t = str(record.get("t", ""))
+    clock = t[11:19] if len(t) >= 19 else t
+    return f"{clock}  {describe(record)}"

@@ -1,0 +1,152 @@
+"""Checkpoints and salvage snapshots: snapshot commits kept under ``refs/paella/<run-id>/``.
+
+A checkpoint commit's tree is the whole workspace; its parent is the HEAD it sat on, so the
+agent's commits stay reachable. The record (SPEC 5) goes to the ledger after the ref exists:
+a crash in between leaves a harmless extra ref, never a record pointing at nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from supervisor.errors import GitError, UsageError
+from supervisor.ledger import utc_now
+from supervisor.runs import Run
+from supervisor.snapshot import Snapshot, Snapshotter
+
+Kind = Literal["checkpoints", "salvage"]
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """A checkpoint or salvage snapshot as the ledger and ``status --json`` hold it."""
+
+    kind: Kind
+    n: int
+    ref: str
+    commit: str
+    tree: str
+    head: str | None
+    branch: str | None
+    t: str
+    episode: int | str | None = None
+    """The episode number this checkpoint completes, ``"manual"``, or None (salvage)."""
+    gates_green: tuple[str, ...] = ()
+    label: str = ""
+    reason: str = ""
+    skipped_files: tuple[dict[str, Any], ...] = ()
+    uncovered: tuple[str, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        """How a person names it on the command line: ``3`` or ``salvage:2``."""
+        return str(self.n) if self.kind == "checkpoints" else f"salvage:{self.n}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``status --json`` shape of this record."""
+        data: dict[str, Any] = {
+            "n": self.n, "ref": self.ref, "commit": self.commit, "tree": self.tree,
+            "head": self.head, "branch": self.branch,
+        }
+        if self.kind == "checkpoints":
+            data.update(episode=self.episode, gates_green=list(self.gates_green), label=self.label)
+        else:
+            data.update(reason=self.reason)
+        data.update(skipped_files=list(self.skipped_files), uncovered=list(self.uncovered), t=self.t)
+        return data
+
+    @classmethod
+    def from_ledger(cls, record: dict[str, Any]) -> SnapshotRecord:
+        """Rebuild a record from its ledger line (``checkpoint`` or ``salvage`` kind)."""
+        kind: Kind = "checkpoints" if record["kind"] == "checkpoint" else "salvage"
+        return cls(
+            kind=kind, n=int(record["n"]), ref=record["ref"], commit=record["commit"],
+            tree=record["tree"], head=record.get("head"), branch=record.get("branch"),
+            t=record["t"], episode=record.get("episode"),
+            gates_green=tuple(record.get("gates_green") or ()), label=record.get("label", ""),
+            reason=record.get("reason", ""),
+            skipped_files=tuple(record.get("skipped_files") or ()),
+            uncovered=tuple(record.get("uncovered") or ()),
+        )
+
+
+def records(run: Run, kind: Kind) -> list[SnapshotRecord]:
+    """The run's checkpoints (or salvage snapshots), in order."""
+    ledger_kind = "checkpoint" if kind == "checkpoints" else "salvage"
+    return [SnapshotRecord.from_ledger(r) for r in run.ledger.read().of_kind(ledger_kind)]
+
+
+def find(run: Run, name: str) -> SnapshotRecord:
+    """The record a person names: ``N`` (checkpoint) or ``salvage:N``; a UsageError otherwise."""
+    kind: Kind = "checkpoints"
+    text = name.strip()
+    if text.startswith("salvage:"):
+        kind, text = "salvage", text.removeprefix("salvage:")
+    if not text.isdigit():
+        raise UsageError(f"{name!r} names no snapshot", hint="use a checkpoint number (3) or salvage:N (salvage:1)")
+    wanted = int(text)
+    for record in records(run, kind):
+        if record.n == wanted:
+            return record
+    have = ", ".join(r.name for r in records(run, kind)) or "none"
+    what = "checkpoint" if kind == "checkpoints" else "salvage snapshot"
+    raise UsageError(f"run {run.run_id} has no {what} {wanted}", hint=f"it has: {have} (see `paella checkpoints`)")
+
+
+def commit_snapshot(
+    run: Run, snapshotter: Snapshotter, snap: Snapshot, *, kind: Kind, message: str,
+    fields: dict[str, Any],
+) -> SnapshotRecord:
+    """Commit ``snap`` on top of HEAD, keep it under a new numbered ref, and record it."""
+    git = run.workspace.git
+    head = run.workspace.head()
+    parents = ["-p", head.commit] if head.commit else []
+    meta = {"paella": kind, "run": run.run_id, **{k: v for k, v in fields.items() if k != "skipped_files"}}
+    body = f"{message}\n\n{json.dumps(meta, sort_keys=True, default=str)}\n"
+    commit = git.out(["commit-tree", snap.tree, *parents], input=body.encode())
+    existing = [r.n for r in records(run, kind)]
+    n = max(existing, default=0) + 1
+    while True:
+        ref = f"{run.ref_prefix}/{kind}/{n}"
+        # The empty old value makes the update create-only: a ref left by a crash is never overwritten.
+        try:
+            git.run(["update-ref", "-m", f"paella: {message}", ref, commit, ""])
+            break
+        except GitError:
+            if git.rev_parse(ref) is None:
+                raise
+            n += 1
+    record = SnapshotRecord(
+        kind=kind, n=n, ref=ref, commit=commit, tree=snap.tree, head=head.commit,
+        branch=head.branch, t=utc_now(),
+        skipped_files=tuple(s.to_json() for s in snap.skipped), uncovered=snap.uncovered,
+        **fields,
+    )
+    data = record.to_json()
+    data.pop("t")
+    run.ledger.append("checkpoint" if kind == "checkpoints" else "salvage", **data)
+    return record
+
+
+def take_checkpoint(
+    run: Run, snapshotter: Snapshotter, *, episode: int | str | None = "manual",
+    gates_green: tuple[str, ...] = (), label: str = "", snap: Snapshot | None = None,
+) -> SnapshotRecord:
+    """Snapshot now (or commit the given snapshot) as the run's next checkpoint."""
+    with snapshotter.locked("a checkpoint"):
+        snap = snap or snapshotter.take()
+        title = label or (f"episode {episode}" if isinstance(episode, int) else "manual checkpoint")
+        return commit_snapshot(
+            run, snapshotter, snap, kind="checkpoints", message=f"checkpoint: {title}",
+            fields={"episode": episode, "gates_green": tuple(gates_green), "label": label or title},
+        )
+
+
+def take_salvage(run: Run, snapshotter: Snapshotter, *, reason: str) -> SnapshotRecord:
+    """Snapshot the current state as a salvage snapshot. The caller holds the snapshot lock."""
+    snap = snapshotter.take()
+    return commit_snapshot(
+        run, snapshotter, snap, kind="salvage", message=f"salvage: {reason}", fields={"reason": reason}
+    )

@@ -1,0 +1,196 @@
+"""The state of a run, folded from its ledger: what ``paella status`` prints and the UI starts from.
+
+Everything here is read from disk, so another process (a second tmux pane, a status bar) sees the
+same truth as the process running the agent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from supervisor.checkpoints import SnapshotRecord
+from supervisor.contract import Contract
+from supervisor.runs import Run
+
+RUN_STATES = ("running", "retry-wait", "recovering", "stopped", "dead", "done")
+
+
+def process_alive(pid: int | None, create_time: float | None) -> bool:
+    """Whether ``pid`` still names the same live process (a reused pid is not mistaken for it)."""
+    if not pid:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(proc.create_time() - create_time) < 1.0
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+@dataclass
+class RunView:
+    """A run as its ledger tells it, with the contract it is held to."""
+
+    run: Run
+    contract: Contract | None
+    records: tuple[dict[str, Any], ...]
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, run: Run) -> RunView:
+        """Read the run's ledger and frozen contract."""
+        read = run.ledger.read()
+        return cls(run=run, contract=run.load_contract(), records=read.records, warnings=list(read.skipped))
+
+    def of_kind(self, *kinds: str) -> list[dict[str, Any]]:
+        """Ledger records of the given kinds, oldest first."""
+        return [r for r in self.records if r.get("kind") in kinds]
+
+    @property
+    def checkpoints(self) -> list[SnapshotRecord]:
+        """Every checkpoint of the run, oldest first."""
+        return [SnapshotRecord.from_ledger(r) for r in self.of_kind("checkpoint")]
+
+    @property
+    def salvage(self) -> list[SnapshotRecord]:
+        """Every salvage snapshot of the run, oldest first."""
+        return [SnapshotRecord.from_ledger(r) for r in self.of_kind("salvage")]
+
+    @property
+    def last_green_checkpoint(self) -> SnapshotRecord | None:
+        """The base: the newest green (episode) checkpoint since the run started or the last
+        rollback, or the checkpoint that rollback restored (SPEC 6)."""
+        base: SnapshotRecord | None = None
+        by_ref = {c.ref: c for c in self.checkpoints}
+        for record in self.records:
+            kind = record.get("kind")
+            if kind == "checkpoint" and isinstance(record.get("episode"), int):
+                base = SnapshotRecord.from_ledger(record)
+            elif kind == "rollback-done":
+                restored = by_ref.get(record.get("target_ref", ""))
+                base = restored if restored is not None and isinstance(restored.episode, int) else None
+        return base
+
+    def agent(self) -> dict[str, Any]:
+        """The newest attempt's agent as the ledger tells it, with liveness checked now."""
+        started = self.of_kind("agent-started")
+        if not started:
+            return {"pid": None, "alive": False, "attempt": 0, "exit_code": None, "signal": None,
+                    "cpu_percent": None, "rss_bytes": None, "descendants": None, "started": None}
+        last = started[-1]
+        exited = [r for r in self.of_kind("agent-exited") if r.get("attempt") == last.get("attempt")]
+        stats = [r for r in self.of_kind("agent-stats") if r.get("attempt") == last.get("attempt")]
+        alive = not exited and process_alive(last.get("pid"), last.get("create_time"))
+        end = exited[-1] if exited else {}
+        stat = stats[-1] if stats and alive else {}
+        return {
+            "pid": last.get("pid"), "alive": alive, "attempt": last.get("attempt", len(started)),
+            "exit_code": end.get("exit_code"), "signal": end.get("signal"),
+            "cpu_percent": stat.get("cpu_percent"), "rss_bytes": stat.get("rss_bytes"),
+            "descendants": stat.get("descendants"), "started": last.get("t"),
+        }
+
+    def gate_results(self) -> dict[str, dict[str, Any]]:
+        """The latest result of each gate, with whether it was ever green and has regressed."""
+        results: dict[str, dict[str, Any]] = {}
+        ever_green: set[str] = set()
+        for record in self.of_kind("gate-finished", "gate-started"):
+            name = record.get("gate", "")
+            if record["kind"] == "gate-started":
+                results[name] = {"name": name, "status": "running", "tree": record.get("tree"),
+                                 "duration_s": None}
+                continue
+            status = record.get("status", "error")
+            if status in ("pass", "flaky") and not record.get("stale"):
+                ever_green.add(name)
+            results[name] = {"name": name, "status": "stale" if record.get("stale") else status,
+                             "tree": record.get("tree"), "duration_s": record.get("duration_s")}
+        for name, result in results.items():
+            result["ever_green"] = name in ever_green
+            result["regressed"] = name in ever_green and result["status"] in ("fail", "timeout", "error")
+        return results
+
+    def state(self) -> str:
+        """One of RUN_STATES."""
+        agent = self.agent()
+        last_kind = ""
+        for record in self.records:
+            if record.get("kind") in ("run-done", "run-stopped", "retry-scheduled", "recovery-needed",
+                                      "agent-started", "agent-exited", "resumed"):
+                last_kind = record["kind"]
+        if last_kind == "run-done":
+            return "done"
+        if agent["alive"]:
+            return "running"
+        if last_kind == "retry-scheduled":
+            return "retry-wait"
+        if last_kind == "recovery-needed":
+            return "recovering"
+        if last_kind in ("agent-started", "resumed"):
+            return "dead"  # the ledger says it runs, but no such process lives: paella was killed
+        return "stopped"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``paella status --json`` object (SPEC 11)."""
+        contract = self.contract
+        started = self.of_kind("run-started")
+        contract_info = started[0].get("contract") if started else None
+        changed = False
+        if contract is not None and contract_info:
+            live = self.run.workspace.root / "paella.toml"
+            try:
+                import hashlib
+
+                changed = hashlib.sha256(live.read_bytes()).hexdigest() != contract_info["sha256"]
+            except OSError:
+                changed = True
+        gates_now = self.gate_results()
+        checkpoints = self.checkpoints
+        episodes = []
+        current_episode = None
+        if contract is not None:
+            for k, episode in enumerate(contract.episodes, start=1):
+                completing = [c for c in checkpoints if c.episode == k]
+                needed = contract.episode_gates(k)
+                green_now = all(gates_now.get(g, {}).get("status") in ("pass", "flaky") for g in needed)
+                complete = bool(needed) and green_now
+                episodes.append({"n": k, "name": episode.name, "complete": complete,
+                                 "checkpoint": completing[-1].n if completing else None})
+                if not complete and current_episode is None:
+                    current_episode = k
+        gates = []
+        if contract is not None:
+            for gate in contract.gates:
+                gates.append(gates_now.get(gate.name) or {
+                    "name": gate.name, "status": "pending", "tree": None, "duration_s": None,
+                    "ever_green": False, "regressed": False,
+                })
+        base = self.last_green_checkpoint
+        drift = [
+            {"kind": r.get("drift"), "gate": r.get("gate"), "path": r.get("path"),
+             "message": r.get("message", ""), "t": r.get("t")}
+            for r in self.of_kind("drift")
+        ]
+        state = self.state()
+        return {
+            "run_id": self.run.run_id,
+            "state": state,
+            "contract": {
+                "path": contract_info["path"] if contract_info else None,
+                "sha256": contract_info["sha256"] if contract_info else None,
+                "changed": changed,
+            },
+            "agent": self.agent(),
+            "episodes": episodes,
+            "current_episode": current_episode,
+            "gates": gates,
+            "checkpoints": [c.to_json() for c in checkpoints],
+            "salvage": [s.to_json() for s in self.salvage],
+            "last_green_checkpoint": base.n if base else None,
+            "drift": drift,
+            "done": state == "done",
+        }

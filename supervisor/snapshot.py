@@ -1,0 +1,190 @@
+"""Snapshots of the whole workspace into git trees, without touching HEAD, the index or the work tree.
+
+A snapshot is built in paella's private index file (``GIT_INDEX_FILE``), kept between snapshots so
+that git's stat cache lets only changed files be hashed again; the repository's own index and its
+``index.lock`` are never used. Untracked files are included, ignored ones are not. Files over the
+size cap are left out and named. Nested repositories and submodules are recorded as git records
+them (their commit) and never entered; a nested repository with no commit cannot be recorded and
+is named as not covered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from supervisor.errors import GitError
+from supervisor.files import ensure_dir, exclusive_lock
+from supervisor.gitcli import Git, encode_paths_z
+from supervisor.workspace import Workspace
+
+DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
+_UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)
+_MAX_RETRIES = 50
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file left out of a snapshot, and why."""
+
+    path: str
+    reason: str
+    size: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The record stored in the ledger and printed by ``status --json``."""
+        return {"path": self.path, "size": self.size, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The workspace as one git tree, with what it could not hold."""
+
+    tree: str
+    """The tree object id: equal trees mean byte-identical snapshots."""
+    skipped: tuple[SkippedFile, ...] = ()
+    """Files left out (over the size cap, unreadable, nested repositories with no commit)."""
+    uncovered: tuple[str, ...] = field(default=())
+    """Nested repositories and submodules recorded by their commit only: their inside is not covered."""
+
+
+class Snapshotter:
+    """Takes snapshots of one workspace through paella's private, persistent index."""
+
+    def __init__(self, workspace: Workspace, *, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
+        self.workspace = workspace
+        self.max_file_size = max_file_size
+        self.index_file = workspace.state_dir / "snapshot.index"
+        self.lock_file = workspace.state_dir / "snapshot.lock"
+        self.git = Git(workspace.root, index_file=self.index_file)
+
+    @contextlib.contextmanager
+    def locked(self, what: str = "a snapshot") -> Iterator[None]:
+        """Hold paella's workspace lock: one snapshot or rollback at a time across processes."""
+        ensure_dir(self.workspace.state_dir)
+        with exclusive_lock(self.lock_file, what=what):
+            # We hold the lock, so a private index lock left behind is from a killed paella.
+            with contextlib.suppress(FileNotFoundError):
+                self.index_file.with_name(self.index_file.name + ".lock").unlink()
+            yield
+
+    def take(self) -> Snapshot:
+        """Snapshot the workspace now. The caller holds :meth:`locked`."""
+        self._seed_index()
+        skipped: list[SkippedFile] = []
+        excludes = self._state_dir_pathspec()
+        untracked = self.git.lines_z(["ls-files", "-z", "--others", "--exclude-standard", "--", *excludes])
+        changed = self.git.lines_z(["diff-files", "-z", "--name-only", "--no-renames", "--ignore-submodules=dirty"])
+        to_update: list[str] = []
+        for path in untracked:
+            if path.endswith("/"):
+                # git lists an untracked nested repository as one folder entry and does not enter it.
+                nested = path.rstrip("/")
+                if self._nested_commit(nested) is None:
+                    skipped.append(SkippedFile(nested, "nested repository with no commit: not recorded"))
+                else:
+                    to_update.append(nested)
+                continue
+            too_big = self._too_big(path)
+            if too_big is not None:
+                skipped.append(too_big)
+            else:
+                to_update.append(path)
+        for path in changed:
+            too_big = self._too_big(path)
+            if too_big is not None:
+                skipped.append(too_big)
+            else:
+                to_update.append(path)
+        self._update_index(to_update, skipped)
+        self._drop_newly_ignored()
+        tree = self.git.out(["write-tree"])
+        return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(self._gitlinks()))
+
+    def reset_to(self, tree: str) -> None:
+        """Make the private index hold ``tree`` (after a restore), keeping stat data where it matches."""
+        self.git.run(["read-tree", "--reset", tree])
+
+    def _seed_index(self) -> None:
+        if self.index_file.exists():
+            return
+        ensure_dir(self.index_file.parent)
+        real_index = self.workspace.git_dir / "index"
+        split = self.workspace.git.run(["config", "--bool", "core.splitIndex"], check=False)
+        if real_index.exists() and split.stdout.strip() != b"true":
+            # Starting from a copy of the user's index reuses its stat cache: the first snapshot
+            # hashes only what changed. A copy is a plain read: git replaces the index by rename.
+            tmp = self.index_file.with_name(self.index_file.name + ".seed")
+            shutil.copyfile(real_index, tmp)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.index_file)
+        elif self.git.rev_parse("HEAD^{tree}"):
+            self.git.run(["read-tree", "HEAD"])
+
+    def _state_dir_pathspec(self) -> list[str]:
+        # PAELLA_STATE_DIR may point inside the work tree; paella's own files are never snapshotted.
+        try:
+            rel = self.workspace.state_dir.relative_to(self.workspace.root)
+        except ValueError:
+            return []
+        return [f":(exclude,top,literal){rel.as_posix()}"]
+
+    def _too_big(self, path: str) -> SkippedFile | None:
+        try:
+            st = os.lstat(self.workspace.root / path)
+        except OSError:
+            return None  # vanished: update-index --remove records the deletion
+        if stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_size:
+            return SkippedFile(path, f"larger than max_file_size ({self.max_file_size} bytes)", st.st_size)
+        return None
+
+    def _nested_commit(self, path: str) -> str | None:
+        return Git(self.workspace.root / path).rev_parse("HEAD^{commit}")
+
+    def _update_index(self, paths: list[str], skipped: list[SkippedFile]) -> None:
+        pending = list(dict.fromkeys(paths))
+        for _ in range(_MAX_RETRIES):
+            if not pending:
+                return
+            try:
+                self.git.run(
+                    ["update-index", "--add", "--remove", "-z", "--stdin"],
+                    input=encode_paths_z(pending),
+                )
+                return
+            except GitError as err:
+                # One unreadable path makes git refuse the whole batch: leave that one out, loudly,
+                # and snapshot the rest rather than nothing.
+                match = _UNPROCESSABLE.search(err.stderr)
+                if match is None or match.group(1) not in pending:
+                    raise
+                bad = match.group(1)
+                reason = err.stderr.strip().splitlines()[0] if err.stderr.strip() else "git refused it"
+                skipped.append(SkippedFile(bad, f"unreadable: {reason}"))
+                pending.remove(bad)
+        raise GitError(["update-index"], 1, f"gave up after {_MAX_RETRIES} unreadable paths")
+
+    def _drop_newly_ignored(self) -> None:
+        # A path snapshotted while untracked stays in the private index even after it becomes
+        # ignored; drop it unless the user's own index tracks it (force-added files stay in).
+        ours = set(self.git.lines_z(["ls-files", "-z", "-c", "-i", "--exclude-standard"]))
+        if not ours:
+            return
+        theirs = set(self.workspace.git.lines_z(["ls-files", "-z", "-c", "-i", "--exclude-standard"]))
+        stale = sorted(ours - theirs)
+        if stale:
+            self.git.run(["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(stale))
+
+    def _gitlinks(self) -> list[str]:
+        data = self.git.run(["ls-files", "-z", "--stage"]).stdout
+        links = []
+        for entry in data.split(b"\0"):
+            if entry.startswith(b"160000 "):
+                links.append(entry.split(b"\t", 1)[1].decode(errors="surrogateescape"))
+        return links
