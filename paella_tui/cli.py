@@ -44,27 +44,49 @@ Exit status: 0 success (run/resume: the contract is done), 1 the run ended not d
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every command of SPEC 11."""
     parser = argparse.ArgumentParser(
-        prog="paella", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="paella",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"paella-tui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     p = sub.add_parser("init", help="write a commented paella.toml for this repository")
-    p.add_argument("--agent", metavar="CMD", help="agent profile (claude, codex, gemini, aider, opencode) or command")
-    p.add_argument("--gate", metavar="NAME=CMD", action="append", default=[], help="a gate (repeatable)")
+    p.add_argument(
+        "--agent",
+        metavar="CMD",
+        help="agent profile (claude, codex, gemini, aider, opencode) or command",
+    )
+    p.add_argument(
+        "--gate", metavar="NAME=CMD", action="append", default=[], help="a gate (repeatable)"
+    )
 
-    sub.add_parser("check", help="validate paella.toml and the workspace; print what a run would do")
+    sub.add_parser(
+        "check", help="validate paella.toml and the workspace; print what a run would do"
+    )
 
-    for name, text in (("run", "start a supervised run (the TUI, or event lines with --headless)"),
-                       ("resume", "continue the newest run after a death, a stop or a crash")):
+    for name, text in (
+        ("run", "start a supervised run (the TUI, or event lines with --headless)"),
+        ("resume", "continue the newest run after a death, a stop or a crash"),
+    ):
         p = sub.add_parser(name, help=text)
-        p.add_argument("--headless", action="store_true", help="plain timestamped event lines, no TUI")
-        p.add_argument("--on-death", choices=ON_DEATH, default=None,
-                       help="what to do when the agent dies (headless default: stop)")
+        p.add_argument(
+            "--headless", action="store_true", help="plain timestamped event lines, no TUI"
+        )
+        p.add_argument(
+            "--on-death",
+            choices=ON_DEATH,
+            default=None,
+            help="what to do when the agent dies (headless default: stop)",
+        )
 
-    p = sub.add_parser("demo", help="the whole flow on a built-in scenario (no API key, no network)")
+    p = sub.add_parser(
+        "demo", help="the whole flow on a built-in scenario (no API key, no network)"
+    )
     p.add_argument("--headless", action="store_true")
-    p.add_argument("--dir", metavar="DIR", help="build the demo repository here instead of a temp folder")
+    p.add_argument(
+        "--dir", metavar="DIR", help="build the demo repository here instead of a temp folder"
+    )
     p.add_argument("--fast", action="store_true", help="shorten every pause")
 
     p = sub.add_parser("status", help="the newest run's state, read from disk")
@@ -81,14 +103,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("checkpoint", help="take a manual checkpoint now")
     p.add_argument("--label", metavar="TEXT", default="")
 
-    p = sub.add_parser("checkpoints", help="list checkpoints and salvage snapshots of the newest run")
+    p = sub.add_parser(
+        "checkpoints", help="list checkpoints and salvage snapshots of the newest run"
+    )
     p.add_argument("--json", action="store_true", help='{"checkpoints": [...], "salvage": [...]}')
 
-    p = sub.add_parser("rollback", help="restore checkpoint N (default: the last green one), salvaging first")
+    p = sub.add_parser(
+        "rollback", help="restore checkpoint N (default: the last green one), salvaging first"
+    )
     p.add_argument("target", nargs="?", metavar="N|salvage:N")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
 
-    p = sub.add_parser("diff", help="the diff from checkpoint N (default: last green) to the work tree")
+    p = sub.add_parser(
+        "diff", help="the diff from checkpoint N (default: last green) to the work tree"
+    )
     p.add_argument("target", nargs="?", metavar="N|salvage:N")
     p.add_argument("--stat", action="store_true", help="files and lines changed only")
 
@@ -121,8 +149,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from supervisor.errors import PaellaError
 
         if isinstance(err, ContractError):
-            print(f"paella: the contract has {len(err.problems)} problem(s):\n{err}", file=sys.stderr)
-            print("  fix them in paella.toml and run `paella check` again; nothing was started.", file=sys.stderr)
+            print(
+                f"paella: the contract has {len(err.problems)} problem(s):\n{err}", file=sys.stderr
+            )
+            print(
+                "  fix them in paella.toml and run `paella check` again; nothing was started.",
+                file=sys.stderr,
+            )
             return 2
         if isinstance(err, PaellaError):
             print(f"paella: {err}", file=sys.stderr)

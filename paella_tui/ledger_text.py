@@ -20,7 +20,11 @@ def describe(record: dict[str, Any]) -> str:
     if kind == "run-started":
         what = "manual run" if r.get("manual") else "run"
         contract = r.get("contract") or {}
-        sha = f", contract sha256 {contract['sha256'][:12]}" if contract.get("sha256") else ", no contract"
+        sha = (
+            f", contract sha256 {contract['sha256'][:12]}"
+            if contract.get("sha256")
+            else ", no contract"
+        )
         return f"{what} {r.get('run_id')} started on {r.get('branch') or 'detached'} @ {_short(r.get('head'))}{sha}"
     if kind == "checkpoint":
         episode = r.get("episode")

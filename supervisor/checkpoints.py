@@ -47,14 +47,20 @@ class SnapshotRecord:
     def to_json(self) -> dict[str, Any]:
         """The ``status --json`` shape of this record."""
         data: dict[str, Any] = {
-            "n": self.n, "ref": self.ref, "commit": self.commit, "tree": self.tree,
-            "head": self.head, "branch": self.branch,
+            "n": self.n,
+            "ref": self.ref,
+            "commit": self.commit,
+            "tree": self.tree,
+            "head": self.head,
+            "branch": self.branch,
         }
         if self.kind == "checkpoints":
             data.update(episode=self.episode, gates_green=list(self.gates_green), label=self.label)
         else:
             data.update(reason=self.reason)
-        data.update(skipped_files=list(self.skipped_files), uncovered=list(self.uncovered), t=self.t)
+        data.update(
+            skipped_files=list(self.skipped_files), uncovered=list(self.uncovered), t=self.t
+        )
         return data
 
     @classmethod
@@ -62,10 +68,17 @@ class SnapshotRecord:
         """Rebuild a record from its ledger line (``checkpoint`` or ``salvage`` kind)."""
         kind: Kind = "checkpoints" if record["kind"] == "checkpoint" else "salvage"
         return cls(
-            kind=kind, n=int(record["n"]), ref=record["ref"], commit=record["commit"],
-            tree=record["tree"], head=record.get("head"), branch=record.get("branch"),
-            t=record["t"], episode=record.get("episode"),
-            gates_green=tuple(record.get("gates_green") or ()), label=record.get("label", ""),
+            kind=kind,
+            n=int(record["n"]),
+            ref=record["ref"],
+            commit=record["commit"],
+            tree=record["tree"],
+            head=record.get("head"),
+            branch=record.get("branch"),
+            t=record["t"],
+            episode=record.get("episode"),
+            gates_green=tuple(record.get("gates_green") or ()),
+            label=record.get("label", ""),
             reason=record.get("reason", ""),
             skipped_files=tuple(record.get("skipped_files") or ()),
             uncovered=tuple(record.get("uncovered") or ()),
@@ -85,25 +98,40 @@ def find(run: Run, name: str) -> SnapshotRecord:
     if text.startswith("salvage:"):
         kind, text = "salvage", text.removeprefix("salvage:")
     if not text.isdigit():
-        raise UsageError(f"{name!r} names no snapshot", hint="use a checkpoint number (3) or salvage:N (salvage:1)")
+        raise UsageError(
+            f"{name!r} names no snapshot",
+            hint="use a checkpoint number (3) or salvage:N (salvage:1)",
+        )
     wanted = int(text)
     for record in records(run, kind):
         if record.n == wanted:
             return record
     have = ", ".join(r.name for r in records(run, kind)) or "none"
     what = "checkpoint" if kind == "checkpoints" else "salvage snapshot"
-    raise UsageError(f"run {run.run_id} has no {what} {wanted}", hint=f"it has: {have} (see `paella checkpoints`)")
+    raise UsageError(
+        f"run {run.run_id} has no {what} {wanted}",
+        hint=f"it has: {have} (see `paella checkpoints`)",
+    )
 
 
 def commit_snapshot(
-    run: Run, snapshotter: Snapshotter, snap: Snapshot, *, kind: Kind, message: str,
+    run: Run,
+    snapshotter: Snapshotter,
+    snap: Snapshot,
+    *,
+    kind: Kind,
+    message: str,
     fields: dict[str, Any],
 ) -> SnapshotRecord:
     """Commit ``snap`` on top of HEAD, keep it under a new numbered ref, and record it."""
     git = run.workspace.git
     head = run.workspace.head()
     parents = ["-p", head.commit] if head.commit else []
-    meta = {"paella": kind, "run": run.run_id, **{k: v for k, v in fields.items() if k != "skipped_files"}}
+    meta = {
+        "paella": kind,
+        "run": run.run_id,
+        **{k: v for k, v in fields.items() if k != "skipped_files"},
+    }
     body = f"{message}\n\n{json.dumps(meta, sort_keys=True, default=str)}\n"
     commit = git.out(["commit-tree", snap.tree, *parents], input=body.encode())
     existing = [r.n for r in records(run, kind)]
@@ -119,9 +147,16 @@ def commit_snapshot(
                 raise
             n += 1
     record = SnapshotRecord(
-        kind=kind, n=n, ref=ref, commit=commit, tree=snap.tree, head=head.commit,
-        branch=head.branch, t=utc_now(),
-        skipped_files=tuple(s.to_json() for s in snap.skipped), uncovered=snap.uncovered,
+        kind=kind,
+        n=n,
+        ref=ref,
+        commit=commit,
+        tree=snap.tree,
+        head=head.commit,
+        branch=head.branch,
+        t=utc_now(),
+        skipped_files=tuple(s.to_json() for s in snap.skipped),
+        uncovered=snap.uncovered,
         **fields,
     )
     data = record.to_json()
@@ -131,15 +166,24 @@ def commit_snapshot(
 
 
 def take_checkpoint(
-    run: Run, snapshotter: Snapshotter, *, episode: int | str | None = "manual",
-    gates_green: tuple[str, ...] = (), label: str = "", snap: Snapshot | None = None,
+    run: Run,
+    snapshotter: Snapshotter,
+    *,
+    episode: int | str | None = "manual",
+    gates_green: tuple[str, ...] = (),
+    label: str = "",
+    snap: Snapshot | None = None,
 ) -> SnapshotRecord:
     """Snapshot now (or commit the given snapshot) as the run's next checkpoint."""
     with snapshotter.locked("a checkpoint"):
         snap = snap or snapshotter.take()
         title = label or (f"episode {episode}" if isinstance(episode, int) else "manual checkpoint")
         return commit_snapshot(
-            run, snapshotter, snap, kind="checkpoints", message=f"checkpoint: {title}",
+            run,
+            snapshotter,
+            snap,
+            kind="checkpoints",
+            message=f"checkpoint: {title}",
             fields={"episode": episode, "gates_green": tuple(gates_green), "label": label or title},
         )
 
@@ -148,5 +192,10 @@ def take_salvage(run: Run, snapshotter: Snapshotter, *, reason: str) -> Snapshot
     """Snapshot the current state as a salvage snapshot. The caller holds the snapshot lock."""
     snap = snapshotter.take()
     return commit_snapshot(
-        run, snapshotter, snap, kind="salvage", message=f"salvage: {reason}", fields={"reason": reason}
+        run,
+        snapshotter,
+        snap,
+        kind="salvage",
+        message=f"salvage: {reason}",
+        fields={"reason": reason},
     )

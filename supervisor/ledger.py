@@ -80,7 +80,9 @@ class Ledger:
                     raise ValueError("not an object")
             except ValueError:
                 torn = number == len(lines) or (number == len(lines) - 1 and not lines[-1])
-                what = "a torn last line (paella stopped mid-write)" if torn else "an unreadable line"
+                what = (
+                    "a torn last line (paella stopped mid-write)" if torn else "an unreadable line"
+                )
                 skipped.append(f"{self.path}:{number}: skipped {what}")
                 continue
             records.append(record)

@@ -24,7 +24,14 @@ from supervisor.snapshot import Snapshotter
 
 # Fault injection for tests: the rollback process kills itself with SIGKILL at the named step.
 KILL_AT_ENV = "PAELLA_TEST_KILL_AT"
-STEPS = ("after-salvage", "after-intent", "after-worktree", "after-head", "after-index", "before-done")
+STEPS = (
+    "after-salvage",
+    "after-intent",
+    "after-worktree",
+    "after-head",
+    "after-index",
+    "before-done",
+)
 
 
 class RollbackError(WorkspaceError):
@@ -78,12 +85,16 @@ def interrupted_rollback(run: Run) -> InterruptedRollback | None:
         return None
     intent = next(iter(pending.values()))
     return InterruptedRollback(
-        target=intent["target"], salvage_name=f"salvage:{intent['salvage']}",
-        salvage_ref=intent["salvage_ref"], t=intent["t"],
+        target=intent["target"],
+        salvage_name=f"salvage:{intent['salvage']}",
+        salvage_ref=intent["salvage_ref"],
+        t=intent["t"],
     )
 
 
-def rollback(run: Run, target: SnapshotRecord, *, snapshotter: Snapshotter, agent_running: bool = False) -> RollbackResult:
+def rollback(
+    run: Run, target: SnapshotRecord, *, snapshotter: Snapshotter, agent_running: bool = False
+) -> RollbackResult:
     """Restore ``target`` exactly, salvaging first; raises RollbackError if it cannot be verified."""
     workspace = run.workspace
     if agent_running:
@@ -105,16 +116,29 @@ def rollback(run: Run, target: SnapshotRecord, *, snapshotter: Snapshotter, agen
         _kill_point("after-salvage")
         op_id = uuid.uuid4().hex[:12]
         run.ledger.append(
-            "rollback-intent", id=op_id, target=target_label, target_ref=target.ref,
-            target_tree=target.tree, salvage=salvage.n, salvage_ref=salvage.ref,
-            from_head=salvage.head, from_branch=salvage.branch,
-            to_head=target.head, to_branch=target.branch,
+            "rollback-intent",
+            id=op_id,
+            target=target_label,
+            target_ref=target.ref,
+            target_tree=target.tree,
+            salvage=salvage.n,
+            salvage_ref=salvage.ref,
+            from_head=salvage.head,
+            from_branch=salvage.branch,
+            to_head=target.head,
+            to_branch=target.branch,
         )
         _kill_point("after-intent")
         try:
             changed = _restore_work_tree(snapshotter, salvage.tree, target.tree)
         except GitError as err:
-            run.ledger.append("rollback-failed", id=op_id, step="work tree", error=str(err), salvage_ref=salvage.ref)
+            run.ledger.append(
+                "rollback-failed",
+                id=op_id,
+                step="work tree",
+                error=str(err),
+                salvage_ref=salvage.ref,
+            )
             raise RollbackError(
                 f"could not restore the work tree to {target.name}: {err.stderr.strip() or err}",
                 hint=f"git checked before writing, so the work tree is as it was; the state before "
@@ -128,7 +152,10 @@ def rollback(run: Run, target: SnapshotRecord, *, snapshotter: Snapshotter, agen
         fresh = snapshotter.take()
         if fresh.tree != target.tree and not _only_skipped_differ(run, fresh.tree, target, salvage):
             run.ledger.append(
-                "rollback-failed", id=op_id, step="verify", salvage_ref=salvage.ref,
+                "rollback-failed",
+                id=op_id,
+                step="verify",
+                salvage_ref=salvage.ref,
                 error=f"work tree {fresh.tree} differs from {target.name} {target.tree}",
             )
             raise RollbackError(
@@ -140,8 +167,14 @@ def rollback(run: Run, target: SnapshotRecord, *, snapshotter: Snapshotter, agen
             )
         _kill_point("before-done")
         run.ledger.append(
-            "rollback-done", id=op_id, target=target_label, target_ref=target.ref, tree=target.tree,
-            salvage=salvage.n, salvage_ref=salvage.ref, changed_files=changed,
+            "rollback-done",
+            id=op_id,
+            target=target_label,
+            target_ref=target.ref,
+            tree=target.tree,
+            salvage=salvage.n,
+            salvage_ref=salvage.ref,
+            changed_files=changed,
         )
     return RollbackResult(target=target, salvage=salvage, changed=changed)
 
@@ -155,7 +188,9 @@ def _restore_work_tree(snapshotter: Snapshotter, current_tree: str, target_tree:
     writes any, so a refusal leaves the work tree untouched. Submodules are not entered.
     """
     git = snapshotter.git
-    diff = git.lines_z(["diff-tree", "-r", "-z", "--no-renames", "--name-only", current_tree, target_tree])
+    diff = git.lines_z(
+        ["diff-tree", "-r", "-z", "--no-renames", "--name-only", current_tree, target_tree]
+    )
     git.run(["read-tree", "-m", "-u", current_tree, target_tree])
     return len(diff)
 
@@ -188,11 +223,15 @@ def _restore_index(run: Run, target: SnapshotRecord) -> None:
     git.run(["update-index", "-q", "--refresh"], check=False)
 
 
-def _only_skipped_differ(run: Run, fresh_tree: str, target: SnapshotRecord, salvage: SnapshotRecord) -> bool:
+def _only_skipped_differ(
+    run: Run, fresh_tree: str, target: SnapshotRecord, salvage: SnapshotRecord
+) -> bool:
     # Files over the size cap are never snapshotted and never touched: a difference made only of
     # them is expected, not a failed restore.
     skipped = {s["path"] for s in (*salvage.skipped_files, *target.skipped_files)}
     if not skipped:
         return False
-    diff = run.workspace.git.lines_z(["diff-tree", "-r", "-z", "--no-renames", "--name-only", fresh_tree, target.tree])
+    diff = run.workspace.git.lines_z(
+        ["diff-tree", "-r", "-z", "--no-renames", "--name-only", fresh_tree, target.tree]
+    )
     return all(path in skipped for path in diff)

@@ -44,7 +44,9 @@ class RunView:
     def load(cls, run: Run) -> RunView:
         """Read the run's ledger and frozen contract."""
         read = run.ledger.read()
-        return cls(run=run, contract=run.load_contract(), records=read.records, warnings=list(read.skipped))
+        return cls(
+            run=run, contract=run.load_contract(), records=read.records, warnings=list(read.skipped)
+        )
 
     def of_kind(self, *kinds: str) -> list[dict[str, Any]]:
         """Ledger records of the given kinds, oldest first."""
@@ -72,26 +74,44 @@ class RunView:
                 base = SnapshotRecord.from_ledger(record)
             elif kind == "rollback-done":
                 restored = by_ref.get(record.get("target_ref", ""))
-                base = restored if restored is not None and isinstance(restored.episode, int) else None
+                base = (
+                    restored if restored is not None and isinstance(restored.episode, int) else None
+                )
         return base
 
     def agent(self) -> dict[str, Any]:
         """The newest attempt's agent as the ledger tells it, with liveness checked now."""
         started = self.of_kind("agent-started")
         if not started:
-            return {"pid": None, "alive": False, "attempt": 0, "exit_code": None, "signal": None,
-                    "cpu_percent": None, "rss_bytes": None, "descendants": None, "started": None}
+            return {
+                "pid": None,
+                "alive": False,
+                "attempt": 0,
+                "exit_code": None,
+                "signal": None,
+                "cpu_percent": None,
+                "rss_bytes": None,
+                "descendants": None,
+                "started": None,
+            }
         last = started[-1]
-        exited = [r for r in self.of_kind("agent-exited") if r.get("attempt") == last.get("attempt")]
+        exited = [
+            r for r in self.of_kind("agent-exited") if r.get("attempt") == last.get("attempt")
+        ]
         stats = [r for r in self.of_kind("agent-stats") if r.get("attempt") == last.get("attempt")]
         alive = not exited and process_alive(last.get("pid"), last.get("create_time"))
         end = exited[-1] if exited else {}
         stat = stats[-1] if stats and alive else {}
         return {
-            "pid": last.get("pid"), "alive": alive, "attempt": last.get("attempt", len(started)),
-            "exit_code": end.get("exit_code"), "signal": end.get("signal"),
-            "cpu_percent": stat.get("cpu_percent"), "rss_bytes": stat.get("rss_bytes"),
-            "descendants": stat.get("descendants"), "started": last.get("t"),
+            "pid": last.get("pid"),
+            "alive": alive,
+            "attempt": last.get("attempt", len(started)),
+            "exit_code": end.get("exit_code"),
+            "signal": end.get("signal"),
+            "cpu_percent": stat.get("cpu_percent"),
+            "rss_bytes": stat.get("rss_bytes"),
+            "descendants": stat.get("descendants"),
+            "started": last.get("t"),
         }
 
     def gate_results(self) -> dict[str, dict[str, Any]]:
@@ -101,17 +121,29 @@ class RunView:
         for record in self.of_kind("gate-finished", "gate-started"):
             name = record.get("gate", "")
             if record["kind"] == "gate-started":
-                results[name] = {"name": name, "status": "running", "tree": record.get("tree"),
-                                 "duration_s": None}
+                results[name] = {
+                    "name": name,
+                    "status": "running",
+                    "tree": record.get("tree"),
+                    "duration_s": None,
+                }
                 continue
             status = record.get("status", "error")
             if status in ("pass", "flaky") and not record.get("stale"):
                 ever_green.add(name)
-            results[name] = {"name": name, "status": "stale" if record.get("stale") else status,
-                             "tree": record.get("tree"), "duration_s": record.get("duration_s")}
+            results[name] = {
+                "name": name,
+                "status": "stale" if record.get("stale") else status,
+                "tree": record.get("tree"),
+                "duration_s": record.get("duration_s"),
+            }
         for name, result in results.items():
             result["ever_green"] = name in ever_green
-            result["regressed"] = name in ever_green and result["status"] in ("fail", "timeout", "error")
+            result["regressed"] = name in ever_green and result["status"] in (
+                "fail",
+                "timeout",
+                "error",
+            )
         return results
 
     def state(self) -> str:
@@ -119,8 +151,15 @@ class RunView:
         agent = self.agent()
         last_kind = ""
         for record in self.records:
-            if record.get("kind") in ("run-done", "run-stopped", "retry-scheduled", "recovery-needed",
-                                      "agent-started", "agent-exited", "resumed"):
+            if record.get("kind") in (
+                "run-done",
+                "run-stopped",
+                "retry-scheduled",
+                "recovery-needed",
+                "agent-started",
+                "agent-exited",
+                "resumed",
+            ):
                 last_kind = record["kind"]
         if last_kind == "run-done":
             return "done"
@@ -156,23 +195,43 @@ class RunView:
             for k, episode in enumerate(contract.episodes, start=1):
                 completing = [c for c in checkpoints if c.episode == k]
                 needed = contract.episode_gates(k)
-                green_now = all(gates_now.get(g, {}).get("status") in ("pass", "flaky") for g in needed)
+                green_now = all(
+                    gates_now.get(g, {}).get("status") in ("pass", "flaky") for g in needed
+                )
                 complete = bool(needed) and green_now
-                episodes.append({"n": k, "name": episode.name, "complete": complete,
-                                 "checkpoint": completing[-1].n if completing else None})
+                episodes.append(
+                    {
+                        "n": k,
+                        "name": episode.name,
+                        "complete": complete,
+                        "checkpoint": completing[-1].n if completing else None,
+                    }
+                )
                 if not complete and current_episode is None:
                     current_episode = k
         gates = []
         if contract is not None:
             for gate in contract.gates:
-                gates.append(gates_now.get(gate.name) or {
-                    "name": gate.name, "status": "pending", "tree": None, "duration_s": None,
-                    "ever_green": False, "regressed": False,
-                })
+                gates.append(
+                    gates_now.get(gate.name)
+                    or {
+                        "name": gate.name,
+                        "status": "pending",
+                        "tree": None,
+                        "duration_s": None,
+                        "ever_green": False,
+                        "regressed": False,
+                    }
+                )
         base = self.last_green_checkpoint
         drift = [
-            {"kind": r.get("drift"), "gate": r.get("gate"), "path": r.get("path"),
-             "message": r.get("message", ""), "t": r.get("t")}
+            {
+                "kind": r.get("drift"),
+                "gate": r.get("gate"),
+                "path": r.get("path"),
+                "message": r.get("message", ""),
+                "t": r.get("t"),
+            }
             for r in self.of_kind("drift")
         ]
         state = self.state()

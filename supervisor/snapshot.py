@@ -17,7 +17,6 @@ import shutil
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from supervisor.errors import GitError
 from supervisor.files import ensure_dir, exclusive_lock
@@ -79,15 +78,21 @@ class Snapshotter:
         self._seed_index()
         skipped: list[SkippedFile] = []
         excludes = self._state_dir_pathspec()
-        untracked = self.git.lines_z(["ls-files", "-z", "--others", "--exclude-standard", "--", *excludes])
-        changed = self.git.lines_z(["diff-files", "-z", "--name-only", "--no-renames", "--ignore-submodules=dirty"])
+        untracked = self.git.lines_z(
+            ["ls-files", "-z", "--others", "--exclude-standard", "--", *excludes]
+        )
+        changed = self.git.lines_z(
+            ["diff-files", "-z", "--name-only", "--no-renames", "--ignore-submodules=dirty"]
+        )
         to_update: list[str] = []
         for path in untracked:
             if path.endswith("/"):
                 # git lists an untracked nested repository as one folder entry and does not enter it.
                 nested = path.rstrip("/")
                 if self._nested_commit(nested) is None:
-                    skipped.append(SkippedFile(nested, "nested repository with no commit: not recorded"))
+                    skipped.append(
+                        SkippedFile(nested, "nested repository with no commit: not recorded")
+                    )
                 else:
                     to_update.append(nested)
                 continue
@@ -141,7 +146,9 @@ class Snapshotter:
         except OSError:
             return None  # vanished: update-index --remove records the deletion
         if stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_size:
-            return SkippedFile(path, f"larger than max_file_size ({self.max_file_size} bytes)", st.st_size)
+            return SkippedFile(
+                path, f"larger than max_file_size ({self.max_file_size} bytes)", st.st_size
+            )
         return None
 
     def _nested_commit(self, path: str) -> str | None:
@@ -165,7 +172,9 @@ class Snapshotter:
                 if match is None or match.group(1) not in pending:
                     raise
                 bad = match.group(1)
-                reason = err.stderr.strip().splitlines()[0] if err.stderr.strip() else "git refused it"
+                reason = (
+                    err.stderr.strip().splitlines()[0] if err.stderr.strip() else "git refused it"
+                )
                 skipped.append(SkippedFile(bad, f"unreadable: {reason}"))
                 pending.remove(bad)
         raise GitError(["update-index"], 1, f"gave up after {_MAX_RETRIES} unreadable paths")
@@ -176,10 +185,14 @@ class Snapshotter:
         ours = set(self.git.lines_z(["ls-files", "-z", "-c", "-i", "--exclude-standard"]))
         if not ours:
             return
-        theirs = set(self.workspace.git.lines_z(["ls-files", "-z", "-c", "-i", "--exclude-standard"]))
+        theirs = set(
+            self.workspace.git.lines_z(["ls-files", "-z", "-c", "-i", "--exclude-standard"])
+        )
         stale = sorted(ours - theirs)
         if stale:
-            self.git.run(["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(stale))
+            self.git.run(
+                ["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(stale)
+            )
 
     def _gitlinks(self) -> list[str]:
         data = self.git.run(["ls-files", "-z", "--stage"]).stdout

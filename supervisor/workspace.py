@@ -20,7 +20,11 @@ _OPERATIONS = (
     ("MERGE_HEAD", "a merge", "git merge --continue  or  git merge --abort"),
     ("rebase-merge", "a rebase", "git rebase --continue  or  git rebase --abort"),
     ("rebase-apply", "a rebase or git am", "git rebase --continue  or  git rebase --abort"),
-    ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --continue  or  git cherry-pick --abort"),
+    (
+        "CHERRY_PICK_HEAD",
+        "a cherry-pick",
+        "git cherry-pick --continue  or  git cherry-pick --abort",
+    ),
     ("REVERT_HEAD", "a revert", "git revert --continue  or  git revert --abort"),
     ("BISECT_LOG", "a bisect", "git bisect reset"),
 )
@@ -64,8 +68,14 @@ class Workspace:
         if not start.exists():
             raise WorkspaceError(f"{start} does not exist")
         proc = Git(start).run(
-            ["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir",
-             "--git-common-dir", "--is-bare-repository"],
+            [
+                "rev-parse",
+                "--path-format=absolute",
+                "--show-toplevel",
+                "--git-dir",
+                "--git-common-dir",
+                "--is-bare-repository",
+            ],
             check=False,
         )
         if proc.returncode != 0:

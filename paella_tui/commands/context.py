@@ -39,7 +39,9 @@ class Context:
 
     def contract(self) -> Contract:
         """The live ``paella.toml`` of the workspace (exit 2 with every problem if it is broken)."""
-        return load_contract(self.workspace.root / CONTRACT_FILE, default_name=self.workspace.root.name)
+        return load_contract(
+            self.workspace.root / CONTRACT_FILE, default_name=self.workspace.root.name
+        )
 
     def current_run(self, *, required: bool = True) -> Run | None:
         """The newest run, after warning about anything it left unfinished."""

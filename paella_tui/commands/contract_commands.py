@@ -54,24 +54,40 @@ def describe_run(contract: Contract) -> list[str]:
     lines = [f"run {run.name!r}" + (f" with profile {run.profile}" if run.profile else "")]
     prompt = f"the file {run.prompt_file}" if run.prompt_file else repr((run.prompt or "")[:70])
     lines.append(f"  task: {prompt}")
-    lines.append(f"  agent: {shlex.join(run.agent)}" + ("" if run.tty else "  (pipes, no terminal)"))
-    resume = shlex.join(run.resume) if run.resume else "the agent command, with the handoff as {prompt}"
+    lines.append(
+        f"  agent: {shlex.join(run.agent)}" + ("" if run.tty else "  (pipes, no terminal)")
+    )
+    resume = (
+        shlex.join(run.resume) if run.resume else "the agent command, with the handoff as {prompt}"
+    )
     lines.append(f"  resume: {resume}")
-    lines.append(f"  stall warning after {format_duration(run.stall_after)} of silence; "
-                 f"files over {format_size(run.max_file_size)} are left out of snapshots")
+    lines.append(
+        f"  stall warning after {format_duration(run.stall_after)} of silence; "
+        f"files over {format_size(run.max_file_size)} are left out of snapshots"
+    )
     if run.scope:
         lines.append(f"  scope: {', '.join(run.scope)}")
     retry = contract.retry
-    lines.append(f"  retry: up to {retry.max_attempts} transient failures, backoff "
-                 f"{format_duration(retry.backoff)} doubling to {format_duration(retry.max_backoff)}")
-    lines.append(f"  gates re-run {format_duration(contract.watch.settle)} after the last change, "
-                 f"{contract.gates_config.jobs} at a time:")
+    lines.append(
+        f"  retry: up to {retry.max_attempts} transient failures, backoff "
+        f"{format_duration(retry.backoff)} doubling to {format_duration(retry.max_backoff)}"
+    )
+    lines.append(
+        f"  gates re-run {format_duration(contract.watch.settle)} after the last change, "
+        f"{contract.gates_config.jobs} at a time:"
+    )
     for gate in contract.gates:
-        extra = f", {gate.retries} retr{'y' if gate.retries == 1 else 'ies'}" if gate.retries else ""
-        lines.append(f"    {gate.name}: {gate.cmd}  (timeout {format_duration(gate.timeout)}{extra})")
+        extra = (
+            f", {gate.retries} retr{'y' if gate.retries == 1 else 'ies'}" if gate.retries else ""
+        )
+        lines.append(
+            f"    {gate.name}: {gate.cmd}  (timeout {format_duration(gate.timeout)}{extra})"
+        )
     lines.append("  episodes (cumulative: each needs every gate before it too):")
     for k, episode in enumerate(contract.episodes, start=1):
-        lines.append(f"    {k}. {episode.name}: needs {', '.join(contract.episode_gates(k)) or 'no gate'}")
+        lines.append(
+            f"    {k}. {episode.name}: needs {', '.join(contract.episode_gates(k)) or 'no gate'}"
+        )
     for constraint in contract.constraints:
         protect = f"  [protects {', '.join(constraint.protect)}]" if constraint.protect else ""
         lines.append(f"  constraint: {constraint.text}{protect}")
@@ -89,18 +105,31 @@ def check(args: argparse.Namespace) -> int:
         print(line)
     problems: list[tuple[int, str]] = []
     if not contract.gates:
-        problems.append((EXIT_USAGE, "the contract has no gate: nothing could ever prove the run done"))
+        problems.append(
+            (EXIT_USAGE, "the contract has no gate: nothing could ever prove the run done")
+        )
     if not contract.episodes:
-        problems.append((EXIT_USAGE, "the contract has no episode: add [[episode]] tables naming gates"))
+        problems.append(
+            (EXIT_USAGE, "the contract has no episode: add [[episode]] tables naming gates")
+        )
     if not _command_found(contract.run.agent, ws.root):
-        problems.append((EXIT_USAGE, f"the agent command {contract.run.agent[0]!r} is not found on PATH: "
-                         "install it or fix `agent` in paella.toml"))
+        problems.append(
+            (
+                EXIT_USAGE,
+                f"the agent command {contract.run.agent[0]!r} is not found on PATH: "
+                "install it or fix `agent` in paella.toml",
+            )
+        )
     for gate in contract.gates:
         if not _command_found(gate.argv, ws.root):
-            problems.append((EXIT_USAGE, f"gate {gate.name!r}: command {gate.argv[0]!r} is not found on PATH"))
+            problems.append(
+                (EXIT_USAGE, f"gate {gate.name!r}: command {gate.argv[0]!r} is not found on PATH")
+            )
     busy = ws.operation_in_progress()
     if busy is not None:
-        problems.append((EXIT_WORKSPACE, f"{busy[0]} is in progress: finish or abort it first ({busy[1]})"))
+        problems.append(
+            (EXIT_WORKSPACE, f"{busy[0]} is in progress: finish or abort it first ({busy[1]})")
+        )
     for _, message in problems:
         print(f"✗ {message}", file=sys.stderr)
     if problems:

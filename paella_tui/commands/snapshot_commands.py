@@ -22,7 +22,9 @@ def _describe_snapshot_extras(record: SnapshotRecord) -> list[str]:
         size = f" ({skipped['size']:,} bytes)" if skipped.get("size") else ""
         lines.append(f"  left out: {skipped['path']}{size}: {skipped['reason']}")
     for path in record.uncovered:
-        lines.append(f"  not covered inside: {path} (nested repository or submodule, recorded by its commit)")
+        lines.append(
+            f"  not covered inside: {path} (nested repository or submodule, recorded by its commit)"
+        )
     return lines
 
 
@@ -32,8 +34,11 @@ def checkpoint(args: argparse.Namespace) -> int:
     ctx.workspace.require_quiet("take a checkpoint")
     run = ctx.run_for_writing("manual checkpoint")
     record = ckpt.take_checkpoint(run, ctx.snapshotter(run), episode="manual", label=args.label)
-    where = f"{record.branch or 'detached HEAD'} @ {record.head[:7]}" if record.head else (
-        f"{record.branch or 'HEAD'} (no commit yet)")
+    where = (
+        f"{record.branch or 'detached HEAD'} @ {record.head[:7]}"
+        if record.head
+        else (f"{record.branch or 'HEAD'} (no commit yet)")
+    )
     print(f"✓ checkpoint {record.n} of run {run.run_id}: {record.ref}")
     print(f"  commit {record.commit[:12]} (tree {record.tree[:12]}) on {where}")
     for line in _describe_snapshot_extras(record):
@@ -50,8 +55,16 @@ def checkpoints(args: argparse.Namespace) -> int:
         return 0
     view = RunView.load(run)
     if args.json:
-        print(json.dumps({"checkpoints": [c.to_json() for c in view.checkpoints],
-                          "salvage": [s.to_json() for s in view.salvage]}, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "checkpoints": [c.to_json() for c in view.checkpoints],
+                    "salvage": [s.to_json() for s in view.salvage],
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return 0
     base = view.last_green_checkpoint
     print(f"run {run.run_id}")
@@ -62,8 +75,10 @@ def checkpoints(args: argparse.Namespace) -> int:
         episode = f"episode {c.episode}" if isinstance(c.episode, int) else "manual"
         gates = ", ".join(c.gates_green) or "-"
         extra = f"  ⚠ {len(c.skipped_files)} left out" if c.skipped_files else ""
-        print(f" {mark} {c.n:>3}  {c.t[:19].replace('T', ' ')}  {c.commit[:10]}  {episode:<10} "
-              f"{c.label}  [green: {gates}]{extra}")
+        print(
+            f" {mark} {c.n:>3}  {c.t[:19].replace('T', ' ')}  {c.commit[:10]}  {episode:<10} "
+            f"{c.label}  [green: {gates}]{extra}"
+        )
     for s in view.salvage:
         print(f"   salvage:{s.n:<3} {s.t[:19].replace('T', ' ')}  {s.commit[:10]}  {s.reason}")
     if base is not None:
@@ -117,8 +132,10 @@ def rollback(args: argparse.Namespace) -> int:
             return 1
     result = do_rollback(run, target, snapshotter=snapshotter, agent_running=bool(agent["alive"]))
     salvage = result.salvage
-    print(f"✓ rolled back to {target.name}: {result.changed} path(s) restored, "
-          f"HEAD {target.branch or 'detached'} @ {(target.head or 'no commit')[:10]}")
+    print(
+        f"✓ rolled back to {target.name}: {result.changed} path(s) restored, "
+        f"HEAD {target.branch or 'detached'} @ {(target.head or 'no commit')[:10]}"
+    )
     print(f"  the state before is {salvage.name} ({salvage.ref})")
     print(f"  undo with: paella rollback {salvage.name} --yes")
     for line in _describe_snapshot_extras(salvage):
@@ -140,7 +157,9 @@ def diff(args: argparse.Namespace) -> int:
         target = view.checkpoints[-1]
         warn(f"no green checkpoint yet: showing the diff from the newest checkpoint, {target.name}")
     else:
-        raise UsageError("no checkpoint to diff against yet", hint="take one with `paella checkpoint`.")
+        raise UsageError(
+            "no checkpoint to diff against yet", hint="take one with `paella checkpoint`."
+        )
     now = _snapshot_tree(ctx, ctx.snapshotter(run))
     git = run.workspace.git
     options = ["--stat"] if args.stat else []
@@ -160,12 +179,16 @@ def prune(args: argparse.Namespace) -> int:
     runs = [ctx.store.get(run_id) for run_id in args.run_ids]
     for run in runs:
         if RunView.load(run).agent()["alive"]:
-            raise UsageError(f"run {run.run_id} has a live agent", hint="stop it first; nothing was pruned.")
+            raise UsageError(
+                f"run {run.run_id} has a live agent", hint="stop it first; nothing was pruned."
+            )
     git = ctx.workspace.git
     for run in runs:
         refs = git.out(["for-each-ref", "--format=%(refname)", f"{run.ref_prefix}/"]).splitlines()
         if refs:
-            git.run(["update-ref", "--stdin"], input="".join(f"delete {r}\n" for r in refs).encode())
+            git.run(
+                ["update-ref", "--stdin"], input="".join(f"delete {r}\n" for r in refs).encode()
+            )
         ctx.store.delete(run)
         print(f"✓ pruned run {run.run_id}: {len(refs)} ref(s) and its state deleted")
     return 0

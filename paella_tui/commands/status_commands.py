@@ -11,8 +11,16 @@ from paella_tui.commands.context import Context
 from paella_tui.ledger_text import timestamped
 from supervisor.run_view import RunView
 
-_GATE_MARK = {"pass": "✓", "flaky": "✓", "fail": "✗", "timeout": "✗", "error": "✗",
-              "running": "●", "pending": "◌", "stale": "◌"}
+_GATE_MARK = {
+    "pass": "✓",
+    "flaky": "✓",
+    "fail": "✗",
+    "timeout": "✗",
+    "error": "✗",
+    "running": "●",
+    "pending": "◌",
+    "stale": "◌",
+}
 
 
 def _text(status: dict[str, Any]) -> str:
@@ -21,7 +29,11 @@ def _text(status: dict[str, Any]) -> str:
     if agent["pid"] is None:
         lines.append("agent: not started")
     else:
-        alive = "alive" if agent["alive"] else f"ended (exit {agent['exit_code']}, signal {agent['signal']})"
+        alive = (
+            "alive"
+            if agent["alive"]
+            else f"ended (exit {agent['exit_code']}, signal {agent['signal']})"
+        )
         lines.append(f"agent: pid {agent['pid']}, attempt {agent['attempt']}, {alive}")
     if status["contract"]["changed"]:
         lines.append("⚠ paella.toml changed since the run started; the run keeps the frozen copy")
@@ -35,12 +47,18 @@ def _text(status: dict[str, Any]) -> str:
         lines.append("gates:")
         for g in status["gates"]:
             mark = _GATE_MARK.get(g["status"], "?")
-            extra = " ⚠ REGRESSED (was green)" if g["regressed"] else (" (was green)" if g["ever_green"] else "")
+            extra = (
+                " ⚠ REGRESSED (was green)"
+                if g["regressed"]
+                else (" (was green)" if g["ever_green"] else "")
+            )
             took = f" {g['duration_s']:.1f}s" if g.get("duration_s") is not None else ""
             lines.append(f"  {mark} {g['name']}: {g['status']}{took}{extra}")
     green = status["last_green_checkpoint"]
-    lines.append(f"checkpoints: {len(status['checkpoints'])}, salvage: {len(status['salvage'])}, "
-                 f"last green: {green if green is not None else 'none yet'}")
+    lines.append(
+        f"checkpoints: {len(status['checkpoints'])}, salvage: {len(status['salvage'])}, "
+        f"last green: {green if green is not None else 'none yet'}"
+    )
     for d in status["drift"][-5:]:
         lines.append(f"⚠ {d['kind']}: {d['message']}")
     return "\n".join(lines)
@@ -49,7 +67,9 @@ def _text(status: dict[str, Any]) -> str:
 def _tmux_line(status: dict[str, Any] | None) -> str:
     if status is None:
         return "paella: no run"
-    icon = {"done": "✓", "running": "●", "retry-wait": "◌", "recovering": "✗", "dead": "✗"}.get(status["state"], "◌")
+    icon = {"done": "✓", "running": "●", "retry-wait": "◌", "recovering": "✗", "dead": "✗"}.get(
+        status["state"], "◌"
+    )
     done = sum(e["complete"] for e in status["episodes"])
     green = sum(g["status"] in ("pass", "flaky") for g in status["gates"])
     red = sum(g["status"] in ("fail", "timeout", "error") for g in status["gates"])

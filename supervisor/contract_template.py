@@ -1,0 +1,325 @@
+"""The commented `paella.toml` that `paella init` writes, with gates detected from the repository.
+
+Values are serialised with tomli-w so they are always quoted correctly; the comments around them
+explain each key. The result always loads with `parse_contract` without problems.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import tomli_w
+
+from supervisor.contract import PROFILE_COMMANDS, PROFILES, check_gate_name, split_command
+
+NPM_PLACEHOLDER_TEST = 'echo "Error: no test specified" && exit 1'
+"""The `scripts.test` that `npm init` writes: not a test command."""
+
+UNDETECTED_GATE = (
+    "tests",
+    """sh -c 'echo "edit paella.toml: no test command was detected" >&2; exit 1'""",
+)
+"""The gate written when none was detected or given: valid, but red until the user edits it."""
+
+_PERMISSIONS = {
+    "claude": (
+        "--permission-mode acceptEdits lets Claude Code edit files without asking; other tools",
+        "it would ask about are refused, since nobody is there to answer. bypassPermissions",
+        "allows everything: use that only inside a sandbox.",
+    ),
+    "codex": (
+        "--sandbox workspace-write lets Codex edit files and run commands inside this workspace",
+        "only (no network by default). danger-full-access lifts that: only inside a sandbox.",
+    ),
+    "gemini": (
+        "--approval-mode auto_edit approves file edits without asking; other tools it would ask",
+        "about are refused. --approval-mode yolo approves everything: only inside a sandbox.",
+    ),
+    "aider": (
+        "--yes-always answers yes to every question aider asks (adding files, running the",
+        "commands it suggests). aider reads the task from {prompt_file}.",
+    ),
+    "opencode": (
+        "--auto approves opencode's permission requests without asking: check",
+        "`opencode run --help` for what your version allows.",
+    ),
+}
+
+_MAKE_TEST_TARGET = re.compile(r"^(?:[^\s:#=]+[ \t]+)*test(?:[ \t]+[^\s:#=]+)*[ \t]*:(?!=)", re.M)
+
+
+def _read(path: Path) -> str:
+    """A text file's content, or "" when it is missing or unreadable."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _uses_pytest(root: Path) -> bool:
+    """Whether the repository's tests look like pytest's."""
+    if (root / "pytest.ini").is_file() or (root / "conftest.py").is_file():
+        return True
+    if "pytest" in _read(root / "pyproject.toml"):
+        return True
+    if "[tool:pytest]" in _read(root / "setup.cfg") or "[pytest]" in _read(root / "tox.ini"):
+        return True
+    tests = root / "tests"
+    return tests.is_dir() and any(tests.rglob("test_*.py"))
+
+
+def _npm_test(root: Path) -> bool:
+    """Whether package.json has a real `scripts.test`."""
+    try:
+        package = json.loads(_read(root / "package.json") or "null")
+    except json.JSONDecodeError:
+        return False
+    scripts = package.get("scripts") if isinstance(package, dict) else None
+    test = scripts.get("test") if isinstance(scripts, dict) else None
+    return isinstance(test, str) and bool(test.strip()) and test.strip() != NPM_PLACEHOLDER_TEST
+
+
+def _make_test(root: Path) -> bool:
+    """Whether a Makefile has a `test:` target."""
+    return any(
+        _MAKE_TEST_TARGET.search(_read(root / name))
+        for name in ("GNUmakefile", "makefile", "Makefile")
+    )
+
+
+def detect_gates(root: Path) -> list[tuple[str, str]]:
+    """(name, command) of the test commands this repository shows signs of, in a fixed order."""
+    found: list[tuple[str, str]] = []
+    if _uses_pytest(root):
+        found.append(("tests", "pytest -q"))
+    if _npm_test(root):
+        found.append(("npm-test", "npm test"))
+    if (root / "Cargo.toml").is_file():
+        found.append(("cargo-test", "cargo test"))
+    if (root / "go.mod").is_file():
+        found.append(("go-test", "go test ./..."))
+    if _make_test(root):
+        found.append(("make-test", "make test"))
+    return found
+
+
+def parse_gate_option(text: str) -> tuple[str, str]:
+    """(name, command) from a `--gate NAME=CMD` option; ValueError saying what is wrong."""
+    name, equals, cmd = text.partition("=")
+    name, cmd = name.strip(), cmd.strip()
+    if not equals or not name or not cmd:
+        raise ValueError(
+            f"--gate expects NAME=CMD, such as --gate 'tests=pytest -q', got {json.dumps(text)}"
+        )
+    why = check_gate_name(name)
+    if why:
+        raise ValueError(f"--gate {json.dumps(text)}: {why}")
+    try:
+        split_command(cmd, placeholders=False)
+    except ValueError as exc:
+        raise ValueError(f"--gate {json.dumps(text)}: {exc}") from None
+    return name, cmd
+
+
+def _comment(*lines: str) -> str:
+    """Comment lines, each starting with "# "."""
+    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
+
+
+def _key(key: str, value: object, *, commented: bool = False) -> str:
+    """One `key = value` line serialised by tomli-w (a short array of strings kept on one line)."""
+    text = tomli_w.dumps({key: value})
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        items = ", ".join(tomli_w.dumps({"_": item}).removeprefix("_ = ").strip() for item in value)
+        line = f"{key} = [{items}]\n"
+        if len(line) <= 88:
+            text = line
+    if commented:
+        text = "".join(f"# {line}\n" for line in text.splitlines())
+    return text
+
+
+def _run_table(root: Path, agent: str | None) -> str:
+    """The `[run]` table."""
+    parts = [
+        "[run]\n",
+        _comment("The task, given to the agent as {prompt}. Edit it, or replace it with"),
+        _comment('prompt_file = "TASK.md" (a file holding the task); set one of the two.'),
+        _key("prompt", "Describe the task here."),
+        _comment("The run's name; default: the workspace folder name."),
+        _key("name", root.resolve().name, commented=True),
+    ]
+    profile = agent if agent in PROFILES else None
+    if profile is not None:
+        start, resume = PROFILE_COMMANDS[profile]
+        parts += [
+            _comment(f"The agent: one of {', '.join(PROFILES)}."),
+            _key("profile", profile),
+            _comment(
+                "The command that starts the agent headless. Placeholders, each replacing a",
+                "whole argument: {prompt} {prompt_file} {handoff} {handoff_file} {attempt}",
+                "{run_id} {session_id}. Write {{ and }} for literal braces.",
+                *_PERMISSIONS[profile],
+            ),
+            _key("agent", start),
+            _comment(
+                "The command that continues after a death, given the handoff: {session_id} is",
+                "the agent's own session id, where the profile captured one.",
+            ),
+            _key("resume", resume),
+        ]
+    else:
+        command = agent if agent is not None else ""
+        split_command(command, placeholders=True)
+        parts += [
+            _comment(
+                "The command that starts the agent headless; or instead set profile, one of",
+                f"{', '.join(PROFILES)}. Placeholders, each replacing a whole",
+                "argument: {prompt} {prompt_file} {handoff} {handoff_file} {attempt} {run_id}",
+                "{session_id}. Write {{ and }} for literal braces.",
+            ),
+            _key("agent", command),
+            _comment(
+                "The command that continues after a death; default: the agent command with",
+                "{prompt} given the handoff text.",
+            ),
+            _key("resume", command, commented=True),
+        ]
+    parts += [
+        _comment("A stall (drift) is this long with no output and no file change."),
+        _key("stall_after", "15m", commented=True),
+        _comment("Changes outside these globs are drift; default: anywhere."),
+        _key("scope", ["src/**", "tests/**"], commented=True),
+        _comment("Run the agent under a pseudo-terminal (true) or with plain pipes (false)."),
+        _key("tty", True, commented=True),
+        _comment("Files larger than this are left out of checkpoints, and named."),
+        _key("max_file_size", "50MiB", commented=True),
+    ]
+    return "".join(parts)
+
+
+def _settings_tables() -> str:
+    """The `[retry]`, `[watch]` and `[gates]` tables, at their defaults."""
+    return "".join(
+        [
+            "[retry]\n",
+            _comment("The governed retry after a transient failure (a rate limit, an overload)."),
+            _comment("Attempts per run, not counting resumes a person chose."),
+            _key("max_attempts", 3),
+            _comment("The first wait; it doubles each time, up to max_backoff."),
+            _key("backoff", "30s"),
+            _key("max_backoff", "15m"),
+            _comment("Case-insensitive patterns in the end of the agent's output."),
+            _key("transient", ["rate limit", "429", "overloaded", "usage limit"]),
+            "\n[watch]\n",
+            _comment("Quiet time after the last file change before the gates re-run."),
+            _key("settle", "2s"),
+            _comment("Globs to ignore, in addition to .gitignore."),
+            _key("ignore", ["*.log"], commented=True),
+            "\n[gates]\n",
+            _comment("How many gates run in parallel; default: the CPU count."),
+            _key("jobs", 2, commented=True),
+        ]
+    )
+
+
+def _gate_tables(gates: Sequence[tuple[str, str]], *, detected: bool) -> str:
+    """One `[[gate]]` table per gate."""
+    parts = [
+        _comment(
+            "Gates: the commands that judge the work. A gate is green on a tree when it exits 0",
+            "within its timeout. Commands are split like a shell splits them but never run",
+            """through one: for pipes, && or redirections write sh -c "...".""",
+        ),
+    ]
+    if not gates:
+        parts.append(
+            _comment(
+                "No test command was detected, so this gate always fails: the contract is valid",
+                "but never done until you replace cmd with the command that runs your tests.",
+            )
+        )
+        gates = [UNDETECTED_GATE]
+    elif detected:
+        parts.append(_comment("Detected from the files in this repository."))
+    for i, (name, cmd) in enumerate(gates):
+        parts += [
+            "[[gate]]\n",
+            _key("name", name),
+            _key("cmd", cmd),
+        ]
+        if i == 0:
+            parts += [
+                _comment("On timeout the gate's whole process group is killed: red. Default 10m."),
+                _key("timeout", "10m"),
+                _comment("Re-run a failure up to this many times; a later pass is marked flaky."),
+                _key("retries", 0, commented=True),
+                _comment("Only changes under these globs make the result stale; default: any."),
+                _key("paths", ["src/**", "tests/**"], commented=True),
+            ]
+        else:
+            parts.append(_key("timeout", "10m"))
+        parts.append("\n")
+    return "".join(parts)
+
+
+def render_contract(
+    root: Path, *, agent: str | None = None, gates: Sequence[tuple[str, str]] = ()
+) -> str:
+    """The text of a commented `paella.toml` for the repository at `root`.
+
+    `agent` is a profile name or a command (default: the claude profile); `gates` are
+    (name, command) pairs, detected from `root` when none are given. ValueError if a gate name
+    repeats or a command cannot be used.
+    """
+    detected = not gates
+    gate_list = list(gates) if gates else detect_gates(root)
+    names = [name for name, _ in gate_list]
+    for name, cmd in gate_list:
+        why = check_gate_name(name)
+        if why:
+            raise ValueError(why)
+        if names.count(name) > 1:
+            raise ValueError(f"two gates are named {json.dumps(name)}")
+        split_command(cmd, placeholders=False)
+    gate_names = names or [UNDETECTED_GATE[0]]
+    return "".join(
+        [
+            _comment(
+                "paella.toml: the contract paella-tui holds a coding agent to.",
+                "",
+                "The agent works on the task in [run]. Gates are commands that judge its work;",
+                "episodes are the steps of the task. Episode k is complete when the gates of",
+                "episodes 1..k all pass, and each completed episode is checkpointed in git.",
+                "A run keeps a frozen copy of this file. `paella check` validates it.",
+                "",
+                'Durations: 90, "90s", "2m", "1h30m". Sizes: "800KiB", "50MiB".',
+                "Commented-out keys show optional settings and their defaults.",
+            ),
+            "\n",
+            _run_table(root, "claude" if agent is None else agent),
+            "\n",
+            _settings_tables(),
+            "\n",
+            _gate_tables(gate_list, detected=detected),
+            _comment(
+                "Episodes, in order. Each names the gates it adds; all earlier ones must",
+                "still pass. Split the task into several episodes to checkpoint each step.",
+            ),
+            "[[episode]]\n",
+            _key("name", "done"),
+            _key("goal", "The task is done and every gate passes."),
+            _key("gates", gate_names),
+            "\n",
+            _comment(
+                "Constraints: rules the agent must keep (put in its prompt and the handoff), and",
+                "files it must not change: changing a protected file is drift.",
+            ),
+            "[[constraint]]\n",
+            _key("text", "Do not edit paella.toml: it is the contract the work is judged by."),
+            _key("protect", ["paella.toml"]),
+        ]
+    )

@@ -1,0 +1,34 @@
+"""The engine stays headless: importing ``supervisor`` (all of it) never imports Textual or the UI packages."""
+
+from __future__ import annotations
+
+import pkgutil
+import subprocess
+import sys
+
+import supervisor
+
+
+def test_supervisor_never_imports_textual() -> None:
+    modules = [f"supervisor.{m.name}" for m in pkgutil.iter_modules(supervisor.__path__)]
+    assert len(modules) > 5
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'widgets', 'paella_tui'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"supervisor imported UI modules: {out.stdout}"
+
+
+def test_help_does_not_import_textual_or_gitpython() -> None:
+    code = (
+        "import sys\n"
+        "from paella_tui.cli import build_parser\n"
+        "build_parser().format_help()\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'git', 'psutil', 'supervisor'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
