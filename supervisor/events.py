@@ -1,0 +1,302 @@
+"""The run loop's typed events: frozen dataclasses that the headless printer and the TUI both consume.
+
+Each event knows its ledger ``kind`` and the fields it records, so the run loop persists every
+event in one place and ``paella status`` from another process folds the same facts back. Events
+whose record is written by the code that made it (checkpoints and salvage snapshots are recorded
+by :mod:`supervisor.checkpoints` before anyone hears of them) have ``kind = None`` here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Literal
+
+from supervisor.checkpoints import SnapshotRecord
+
+GateStatus = Literal["pending", "running", "pass", "fail", "timeout", "error", "stale", "flaky"]
+GREEN: frozenset[str] = frozenset({"pass", "flaky"})
+RED: frozenset[str] = frozenset({"fail", "timeout", "error"})
+
+DriftKind = Literal[
+    "regression", "protected", "contract", "scope", "stall", "claimed-done", "history", "flapping"
+]
+
+Ending = Literal["done", "claimed-done", "transient", "crash", "signal", "stopped"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Something that happened in a run, at wall-clock time ``at``."""
+
+    kind: ClassVar[str | None] = None
+    """The ledger record kind; None when another module records it."""
+    at: float = field(default_factory=time.time)
+
+    def record(self) -> dict[str, Any]:
+        """The fields the ledger keeps for this event (its ``t`` and ``kind`` are added there)."""
+        data = asdict(self)
+        data.pop("at", None)
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentStarted(Event):
+    """An attempt launched the agent."""
+
+    kind: ClassVar[str | None] = "agent-started"
+    attempt: int
+    pid: int
+    create_time: float
+    argv: tuple[str, ...]
+    resumed: bool = False
+    tty: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentStats(Event):
+    """Resource use of the agent's whole process tree (sampled about once a second; not persisted)."""
+
+    kind: ClassVar[str | None] = None
+    attempt: int
+    cpu_percent: float
+    rss_bytes: int
+    descendants: int
+    uptime_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentExited(Event):
+    """An attempt ended: how, the last output lines, and the leftovers that were stopped."""
+
+    kind: ClassVar[str | None] = "agent-exited"
+    attempt: int
+    exit_code: int | None
+    signal: int | None
+    tail: tuple[str, ...] = ()
+    leftovers: tuple[str, ...] = ()
+    stopped_by_user: bool = False
+
+    def describe(self) -> str:
+        """``exit 0``, ``exit 3``, ``killed by SIGKILL``."""
+        if self.signal is not None:
+            import signal as _signal
+
+            try:
+                name = _signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            return f"killed by {name}"
+        return f"exit {self.exit_code}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateResult:
+    """The verdict of one gate on one tree."""
+
+    gate: str
+    status: GateStatus
+    tree: str
+    duration_s: float = 0.0
+    exit_code: int | None = None
+    attempts: int = 1
+    log_path: str | None = None
+    tail: tuple[str, ...] = ()
+    """The last lines of the gate's output (for the handoff and the recovery screen)."""
+    cached: bool = False
+    """The result was judged earlier on the same tree (or on a tree equal under ``paths``)."""
+    message: str = ""
+    """Why, in words, for ``error`` (command not found) and ``timeout``."""
+
+    @property
+    def green(self) -> bool:
+        """Passed (flaky counts: it passed on a retry)."""
+        return self.status in GREEN
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationStarted(Event):
+    """The gates are about to be judged on ``tree``."""
+
+    kind: ClassVar[str | None] = "evaluation-started"
+    tree: str
+    reason: str
+    gates: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateStarted(Event):
+    """One gate started on ``tree``."""
+
+    kind: ClassVar[str | None] = "gate-started"
+    gate: str
+    tree: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateFinished(Event):
+    """One gate finished; ``stale`` when the tree moved underneath it."""
+
+    kind: ClassVar[str | None] = "gate-finished"
+    result: GateResult
+    stale: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """Flatten the result into the ledger record ``paella status`` reads."""
+        r = self.result
+        return {
+            "gate": r.gate, "status": r.status, "tree": r.tree, "duration_s": round(r.duration_s, 3),
+            "exit_code": r.exit_code, "attempts": r.attempts, "log": r.log_path, "cached": r.cached,
+            "stale": self.stale, "message": r.message,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationFinished(Event):
+    """All gates of an evaluation finished."""
+
+    kind: ClassVar[str | None] = "evaluation-finished"
+    tree: str
+    results: tuple[GateResult, ...]
+    complete_episodes: int
+    """How many episodes are complete on ``tree`` (0 when stale)."""
+    stale: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """Summarise the evaluation (per-gate details are in their own records)."""
+        return {
+            "tree": self.tree, "complete_episodes": self.complete_episodes, "stale": self.stale,
+            "green": [r.gate for r in self.results if r.green],
+            "red": [r.gate for r in self.results if r.status in RED],
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointTaken(Event):
+    """A checkpoint was taken (already in the ledger)."""
+
+    record_: SnapshotRecord
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriftDetected(Event):
+    """Evidence that the run lost the thread (SPEC 8)."""
+
+    kind: ClassVar[str | None] = "drift"
+    drift: DriftKind
+    message: str
+    gate: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatchPaused(Event):
+    """The watcher stopped re-triggering gates (flapping); ``R`` or ``paella gates`` resumes."""
+
+    kind: ClassVar[str | None] = "watch-paused"
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryScheduled(Event):
+    """A transient failure: the next attempt starts at ``resume_at`` (wall clock)."""
+
+    kind: ClassVar[str | None] = "retry-scheduled"
+    attempt: int
+    """The attempt that failed."""
+    failures: int
+    """Transient failures so far in this run."""
+    wait_s: float
+    resume_at: float
+    reason: str
+    """The pattern or reset time that made it transient, in words."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecoveryFacts:
+    """What a person (or the headless policy) needs to decide a recovery (SPEC 9)."""
+
+    ending: Ending
+    how: str
+    """How it ended, in words: ``exit 1``, ``killed by SIGSEGV``, ``stopped by you``."""
+    tail: tuple[str, ...]
+    base: SnapshotRecord | None
+    """The last green checkpoint (the base), if any."""
+    gates_now: tuple[GateResult, ...]
+    regressions: tuple[str, ...]
+    changed_files: tuple[str, ...]
+    """Files changed since the base (or since run start)."""
+    lines_added: int
+    lines_removed: int
+    default: Literal["rollback", "continue"]
+    """The default choice: roll back when a regression is present, else continue."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecoveryNeeded(Event):
+    """An attempt ended without the run being done: a choice is needed."""
+
+    kind: ClassVar[str | None] = "recovery-needed"
+    facts: RecoveryFacts
+
+    def record(self) -> dict[str, Any]:
+        """The facts, compactly."""
+        f = self.facts
+        return {
+            "ending": f.ending, "how": f.how, "tail": list(f.tail[-20:]),
+            "base": f.base.n if f.base else None, "regressions": list(f.regressions),
+            "changed_files": list(f.changed_files[:200]), "default": f.default,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecoveryChosen(Event):
+    """The choice made: ``rollback`` (to ``target``), ``continue`` or ``stop``; and by whom."""
+
+    kind: ClassVar[str | None] = "recovery-chosen"
+    choice: Literal["rollback", "continue", "stop"]
+    target: str | None = None
+    by: str = "user"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolledBack(Event):
+    """A rollback finished (its records are in the ledger already)."""
+
+    target: SnapshotRecord
+    salvage: SnapshotRecord
+
+
+@dataclass(frozen=True, kw_only=True)
+class HandoffWritten(Event):
+    """The handoff was written to ``path``."""
+
+    kind: ClassVar[str | None] = "handoff-written"
+    path: str
+    size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunDone(Event):
+    """Every contract gate is green on the final tree: done, because the gates say so."""
+
+    kind: ClassVar[str | None] = "run-done"
+    tree: str
+    gates: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStopped(Event):
+    """The run ended not done (stopped, handoff written, or out of retries)."""
+
+    kind: ClassVar[str | None] = "run-stopped"
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notice(Event):
+    """A line worth showing that changes no state (not persisted)."""
+
+    kind: ClassVar[str | None] = None
+    message: str
+    level: Literal["info", "warning", "error"] = "info"
