@@ -19,17 +19,17 @@ ON_DEATH = ("ask", "rollback", "continue", "stop")
 _HANDLERS = {
     "init": ("contract_commands", "init"),
     "check": ("contract_commands", "check"),
-    "run": ("pending", "run"),
-    "resume": ("pending", "resume"),
+    "run": ("engine_commands", "run"),
+    "resume": ("engine_commands", "resume"),
     "demo": ("pending", "demo"),
     "status": ("status_commands", "status"),
     "log": ("status_commands", "log"),
-    "gates": ("pending", "gates"),
+    "gates": ("engine_commands", "gates"),
     "checkpoint": ("snapshot_commands", "checkpoint"),
     "checkpoints": ("snapshot_commands", "checkpoints"),
     "rollback": ("snapshot_commands", "rollback"),
     "diff": ("snapshot_commands", "diff"),
-    "handoff": ("pending", "handoff"),
+    "handoff": ("engine_commands", "handoff"),
     "prune": ("snapshot_commands", "prune"),
 }
 

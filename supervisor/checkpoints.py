@@ -161,8 +161,9 @@ def commit_snapshot(
     )
     data = record.to_json()
     data.pop("t")
-    run.ledger.append("checkpoint" if kind == "checkpoints" else "salvage", **data)
-    return record
+    written = run.ledger.append("checkpoint" if kind == "checkpoints" else "salvage", **data)
+    # The ledger's own time is the record's time: what is returned equals what is read back.
+    return SnapshotRecord.from_ledger(written)
 
 
 def take_checkpoint(

@@ -14,6 +14,7 @@ import os
 import signal
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from supervisor import checkpoints
@@ -46,6 +47,8 @@ class RollbackResult:
     salvage: SnapshotRecord
     changed: int
     """How many paths the restore wrote or removed."""
+    notes: tuple[str, ...] = ()
+    """Expected differences left as they are (oversized files, nested repositories' commits)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,23 @@ def rollback(
         # Step 2: salvage, recorded (ref, then ledger) before anything in the work tree changes.
         salvage = checkpoints.take_salvage(run, snapshotter, reason=f"rollback to {target.name}")
         _kill_point("after-salvage")
+        plan = _plan(run, salvage.tree, target.tree)
+        if plan.in_the_way:
+            run.ledger.append(
+                "rollback-refused",
+                target=target_label,
+                salvage_ref=salvage.ref,
+                in_the_way=list(plan.in_the_way[:50]),
+            )
+            shown = ", ".join(plan.in_the_way[:5]) + (
+                f" and {len(plan.in_the_way) - 5} more" if len(plan.in_the_way) > 5 else ""
+            )
+            raise RollbackError(
+                f"cannot roll back to {target.name}: it would overwrite or delete files that no "
+                f"snapshot holds (ignored or over the size cap): {shown}",
+                hint="move them out of the way (or delete them if they are disposable), then roll "
+                "back again. Nothing was changed.",
+            )
         op_id = uuid.uuid4().hex[:12]
         run.ledger.append(
             "rollback-intent",
@@ -130,7 +150,8 @@ def rollback(
         )
         _kill_point("after-intent")
         try:
-            changed = _restore_work_tree(snapshotter, salvage.tree, target.tree)
+            _restore_work_tree(snapshotter, salvage.tree, target.tree)
+            changed = len(plan.changes)
         except GitError as err:
             run.ledger.append(
                 "rollback-failed",
@@ -150,16 +171,19 @@ def rollback(
         _restore_index(run, target)
         _kill_point("after-index")
         fresh = snapshotter.take()
-        if fresh.tree != target.tree and not _only_skipped_differ(run, fresh.tree, target, salvage):
+        unexplained, notes = _differences(run, fresh.tree, target, salvage)
+        if unexplained:
             run.ledger.append(
                 "rollback-failed",
                 id=op_id,
                 step="verify",
                 salvage_ref=salvage.ref,
                 error=f"work tree {fresh.tree} differs from {target.name} {target.tree}",
+                differing=unexplained[:50],
             )
             raise RollbackError(
-                f"ROLLBACK NOT VERIFIED: after restoring {target.name}, the workspace does not match it",
+                f"ROLLBACK NOT VERIFIED: after restoring {target.name}, the workspace does not match "
+                f"it at {', '.join(unexplained[:5])}",
                 hint=f"paella changed nothing more. The state before the rollback is {salvage.name} "
                 f"({salvage.ref}): `paella rollback {salvage.name} --yes` brings it back; "
                 f"`paella diff {target.n if target.kind == 'checkpoints' else ''}`".rstrip()
@@ -175,11 +199,65 @@ def rollback(
             salvage=salvage.n,
             salvage_ref=salvage.ref,
             changed_files=changed,
+            notes=notes,
         )
-    return RollbackResult(target=target, salvage=salvage, changed=changed)
+    return RollbackResult(target=target, salvage=salvage, changed=changed, notes=tuple(notes))
 
 
-def _restore_work_tree(snapshotter: Snapshotter, current_tree: str, target_tree: str) -> int:
+@dataclass(frozen=True)
+class _Plan:
+    changes: tuple[tuple[str, str], ...]
+    """(status, path) of every path the restore writes or removes."""
+    in_the_way: tuple[str, ...]
+    """Paths on disk that the restore would overwrite or delete but no snapshot holds."""
+
+
+def _plan(run: Run, current_tree: str, target_tree: str) -> _Plan:
+    """What the restore will do, and what on disk it would destroy without a copy.
+
+    git's branch switch treats ignored files as disposable: a folder holding an ignored file is
+    removed to make room for a file, an ignored file is overwritten by a checkpoint's file of the
+    same name. Neither is in the salvage, so such a rollback could not be undone: refuse it.
+    """
+    raw = run.workspace.git.lines_z(
+        ["diff-tree", "-r", "-z", "--no-renames", "--name-status", current_tree, target_tree]
+    )
+    changes = tuple(zip(raw[0::2], raw[1::2], strict=True))
+    leaving = {path for status, path in changes if status == "D"}
+    root = run.workspace.root
+    in_the_way: list[str] = []
+    for status, path in changes:
+        if status != "A":
+            continue  # M and T paths are in the current tree, so the salvage holds them
+        parts = path.split("/")
+        behind_a_file = False
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            full = root / parent
+            if os.path.lexists(full) and not (full.is_dir() and not full.is_symlink()):
+                # A file or symlink where the target needs a folder: git removes it if the
+                # salvage holds it; what lies beyond a symlink is not this path at all.
+                if parent not in leaving:
+                    in_the_way.append(parent)
+                behind_a_file = True
+                break
+        if behind_a_file:
+            continue
+        full = root / path
+        if not os.path.lexists(full):
+            continue
+        if full.is_dir() and not full.is_symlink():
+            for folder, _dirs, files in os.walk(full):
+                for name in files:
+                    rel = (Path(folder) / name).relative_to(root).as_posix()
+                    if rel not in leaving:
+                        in_the_way.append(rel)
+        else:
+            in_the_way.append(path)
+    return _Plan(changes=changes, in_the_way=tuple(dict.fromkeys(in_the_way)))
+
+
+def _restore_work_tree(snapshotter: Snapshotter, current_tree: str, target_tree: str) -> None:
     """Switch the work tree from ``current_tree`` (just salvaged) to ``target_tree``.
 
     A two-tree ``read-tree -m -u`` in the private index is git's own branch switch: it writes only
@@ -187,12 +265,7 @@ def _restore_work_tree(snapshotter: Snapshotter, current_tree: str, target_tree:
     unsnapshotted file), keeps the executable bit and symlinks, and checks every path before it
     writes any, so a refusal leaves the work tree untouched. Submodules are not entered.
     """
-    git = snapshotter.git
-    diff = git.lines_z(
-        ["diff-tree", "-r", "-z", "--no-renames", "--name-only", current_tree, target_tree]
-    )
-    git.run(["read-tree", "-m", "-u", current_tree, target_tree])
-    return len(diff)
+    snapshotter.git.run(["read-tree", "-m", "-u", current_tree, target_tree])
 
 
 def _restore_head(run: Run, target: SnapshotRecord) -> None:
@@ -223,15 +296,33 @@ def _restore_index(run: Run, target: SnapshotRecord) -> None:
     git.run(["update-index", "-q", "--refresh"], check=False)
 
 
-def _only_skipped_differ(
+def _differences(
     run: Run, fresh_tree: str, target: SnapshotRecord, salvage: SnapshotRecord
-) -> bool:
-    # Files over the size cap are never snapshotted and never touched: a difference made only of
-    # them is expected, not a failed restore.
-    skipped = {s["path"] for s in (*salvage.skipped_files, *target.skipped_files)}
-    if not skipped:
-        return False
-    diff = run.workspace.git.lines_z(
-        ["diff-tree", "-r", "-z", "--no-renames", "--name-only", fresh_tree, target.tree]
+) -> tuple[list[str], list[str]]:
+    """Paths where the restored workspace differs from the target, as (unexplained, notes).
+
+    Two kinds of difference are expected and reported rather than failed: files over the size
+    cap (never snapshotted, never touched), and nested repositories or submodules whose commit
+    moved (paella never enters them, so it cannot move them back).
+    """
+    if fresh_tree == target.tree:
+        return [], []
+    raw = run.workspace.git.lines_z(
+        ["diff-tree", "-r", "-z", "--no-renames", fresh_tree, target.tree]
     )
-    return all(path in skipped for path in diff)
+    skipped = {s["path"] for s in (*salvage.skipped_files, *target.skipped_files)}
+    unexplained: list[str] = []
+    notes: list[str] = []
+    # -z raw output: ":oldmode newmode oldsha newsha status\0path\0" per entry.
+    for meta, path in zip(raw[0::2], raw[1::2], strict=True):
+        modes = meta.lstrip(":").split(" ")[:2]
+        if path in skipped:
+            notes.append(f"{path}: left out of snapshots (over the size cap), not touched")
+        elif "160000" in modes:
+            notes.append(
+                f"{path}: nested repository or submodule at another commit than at {target.name}; "
+                "paella never enters it, so move it back yourself if you need to"
+            )
+        else:
+            unexplained.append(path)
+    return unexplained, notes

@@ -11,12 +11,15 @@ is named as not covered.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from supervisor.errors import GitError
 from supervisor.files import ensure_dir, exclusive_lock
@@ -61,7 +64,9 @@ class Snapshotter:
         self.max_file_size = max_file_size
         self.index_file = workspace.state_dir / "snapshot.index"
         self.lock_file = workspace.state_dir / "snapshot.lock"
+        self.memo_file = workspace.state_dir / "snapshot.memo.json"
         self.git = Git(workspace.root, index_file=self.index_file)
+        self._exclude_files: list[Path] | None = None
 
     @contextlib.contextmanager
     def locked(self, what: str = "a snapshot") -> Iterator[None]:
@@ -75,16 +80,36 @@ class Snapshotter:
 
     def take(self) -> Snapshot:
         """Snapshot the workspace now. The caller holds :meth:`locked`."""
+        # Read before this snapshot writes the index: a memo is valid only for the index it saw.
+        memo = self._load_memo()
         self._seed_index()
         skipped: list[SkippedFile] = []
         excludes = self._state_dir_pathspec()
         untracked = self.git.lines_z(
             ["ls-files", "-z", "--others", "--exclude-standard", "--", *excludes]
         )
-        changed = self.git.lines_z(
-            ["diff-files", "-z", "--name-only", "--no-renames", "--ignore-submodules=dirty"]
+        status = self.git.lines_z(
+            ["diff-files", "-z", "--name-status", "--no-renames", "--ignore-submodules=dirty"]
         )
+        pairs = list(zip(status[0::2], status[1::2], strict=True))
+        gone = [path for code, path in pairs if code == "D"]
+        changed = [path for code, path in pairs if code != "D"]
+        if gone:
+            # Entries of paths that went away leave first, and by force: update-index --remove
+            # refuses a path whose folder became a symlink ("beyond a symbolic link") and would
+            # keep its stale entry. Changed paths come next, untracked ones last: update-index
+            # works in order, and a new path (a folder now a file, a file now a folder) conflicts
+            # with the old entry while that entry is still there.
+            self.git.run(
+                ["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(gone)
+            )
         to_update: list[str] = []
+        for path in changed:
+            too_big = self._too_big(path)
+            if too_big is not None:
+                skipped.append(too_big)
+            else:
+                to_update.append(path)
         for path in untracked:
             if path.endswith("/"):
                 # git lists an untracked nested repository as one folder entry and does not enter it.
@@ -101,16 +126,77 @@ class Snapshotter:
                 skipped.append(too_big)
             else:
                 to_update.append(path)
-        for path in changed:
-            too_big = self._too_big(path)
-            if too_big is not None:
-                skipped.append(too_big)
-            else:
-                to_update.append(path)
         self._update_index(to_update, skipped)
-        self._drop_newly_ignored()
+        # Two whole-index scans are needed only when what they find can have changed: the memo
+        # of the last snapshot says so, unless someone else (a rollback) rewrote the index.
+        touched = [*changed, *gone, *untracked]
+        ignore_sig = self._ignore_signature()
+        if (
+            memo is None
+            or memo.get("ignore") != ignore_sig
+            or any(os.path.basename(p.rstrip("/")) == ".gitignore" for p in touched)
+        ):
+            self._drop_newly_ignored()
+        known_links = memo.get("gitlinks") if memo is not None else None
+        if (
+            known_links is None
+            or any(p.endswith("/") for p in untracked)
+            or not set(known_links).isdisjoint([*changed, *gone])
+        ):
+            links = self._gitlinks()
+        else:
+            links = list(known_links)
         tree = self.git.out(["write-tree"])
-        return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(self._gitlinks()))
+        self._save_memo(ignore_sig, links)
+        return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(links))
+
+    def _index_signature(self) -> list[int] | None:
+        try:
+            st = os.stat(self.index_file)
+        except FileNotFoundError:
+            return None
+        return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+    def _load_memo(self) -> dict[str, Any] | None:
+        try:
+            memo = json.loads(self.memo_file.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(memo, dict) or memo.get("index") != self._index_signature():
+            return None
+        return memo
+
+    def _save_memo(self, ignore_sig: list[object], links: list[str]) -> None:
+        # git writes the index with the umask's mode; paella's state is private (0600).
+        with contextlib.suppress(OSError):
+            os.chmod(self.index_file, 0o600)
+        memo = {"index": self._index_signature(), "ignore": ignore_sig, "gitlinks": links}
+        tmp = self.memo_file.with_name(self.memo_file.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(memo, handle)
+        os.replace(tmp, self.memo_file)
+
+    def _ignore_signature(self) -> list[object]:
+        """What the repository-wide exclude files look like now (per-folder .gitignore files are
+        seen as changed paths instead)."""
+        if self._exclude_files is None:
+            files = [self.workspace.common_dir / "info" / "exclude"]
+            configured = self.workspace.git.out(["config", "--path", "core.excludesFile"], check=False)
+            if configured:
+                files.append(Path(configured).expanduser())
+            else:
+                xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+                files.append(Path(xdg) / "git" / "ignore")
+            self._exclude_files = files
+        sig: list[object] = []
+        for path in self._exclude_files:
+            try:
+                st = os.stat(path)
+                sig.append([str(path), st.st_size, st.st_mtime_ns])
+            except OSError:
+                sig.append([str(path), None])
+        return sig
 
     def reset_to(self, tree: str) -> None:
         """Make the private index hold ``tree`` (after a restore), keeping stat data where it matches."""

@@ -140,6 +140,8 @@ def rollback(args: argparse.Namespace) -> int:
     print(f"  undo with: paella rollback {salvage.name} --yes")
     for line in _describe_snapshot_extras(salvage):
         print(line)
+    for note in result.notes:
+        print(f"  ⚠ {note}")
     return 0
 
 

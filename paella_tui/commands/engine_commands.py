@@ -1,0 +1,161 @@
+"""``paella run``, ``resume``, ``gates`` and ``handoff``: the commands that drive the engine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from paella_tui.commands.context import Context, warn
+from supervisor.errors import UsageError, WorkspaceError
+from supervisor.run_view import RunView, process_alive
+from supervisor.runs import Run
+
+
+def _refuse_if_supervised(run: Run | None) -> None:
+    if run is None:
+        return
+    started = run.ledger.read().of_kind("run-started", "resumed")
+    for record in reversed(list(started)):
+        pid = record.get("paella_pid")
+        if pid and pid != os.getpid() and process_alive(pid, None):
+            view = RunView.load(run)
+            if view.state() in ("running", "retry-wait", "recovering"):
+                raise WorkspaceError(
+                    f"run {run.run_id} is already supervised by paella pid {pid}",
+                    hint="watch it with `paella status --watch`, or stop that paella first.",
+                )
+        break
+
+
+def _on_death(args: argparse.Namespace) -> str:
+    on_death = args.on_death or "stop"
+    if on_death == "ask":
+        raise UsageError("--on-death ask needs the TUI", hint="headless, choose rollback, continue or stop.")
+    return on_death
+
+
+def _supervise(run: Run, *, resume: bool, on_death: str) -> int:
+    from paella_tui.headless import printer
+    from supervisor.run_loop import RunLoop, install_signal_handlers, policy
+
+    contract = run.load_contract()
+    if contract is None:
+        raise UsageError(f"run {run.run_id} has no frozen contract (a manual run)", hint="start one with `paella run`.")
+
+    async def main() -> int:
+        loop = RunLoop(run=run, contract=contract, emit=printer(), decide=policy(on_death), resume=resume)
+        install_signal_handlers(asyncio.get_running_loop(), loop)
+        code = await loop.run()
+        if loop.stop_reason and "SIGINT" in loop.stop_reason:
+            return 130
+        return code
+
+    print(f"paella: run {run.run_id} in {run.workspace.root} (ledger: {run.ledger.path})", flush=True)
+    return asyncio.run(main())
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start a supervised run of the contract."""
+    ctx = Context.open()
+    ctx.workspace.require_quiet("start a run")
+    contract = ctx.contract()
+    if not args.headless:
+        warn("the TUI is not built yet in this version: running headless")
+    on_death = _on_death(args)
+    _refuse_if_supervised(ctx.store.current())
+    run_ = ctx.store.create(contract, manual=False)
+    return _supervise(run_, resume=False, on_death=on_death)
+
+
+def resume(args: argparse.Namespace) -> int:
+    """Continue the newest run (after a death, a stop, or a crash of paella itself)."""
+    ctx = Context.open()
+    ctx.workspace.require_quiet("resume a run")
+    run_ = ctx.current_run()
+    assert run_ is not None
+    if not args.headless:
+        warn("the TUI is not built yet in this version: running headless")
+    _refuse_if_supervised(run_)
+    if RunView.load(run_).state() == "done":
+        print(f"run {run_.run_id} is already done: every gate was green. Start a new one with `paella run`.")
+        return 0
+    run_.ledger.append("resumed", paella_pid=os.getpid())
+    return _supervise(run_, resume=True, on_death=_on_death(args))
+
+
+def gates(args: argparse.Namespace) -> int:
+    """Evaluate every gate once on the current tree and print the results (exit 1 if any is red)."""
+    from supervisor.evaluation import Evaluator
+    from supervisor.events import Event, GateFinished
+    from supervisor.snapshot import Snapshotter
+
+    ctx = Context.open()
+    contract = ctx.contract()
+    run_ = ctx.run_for_writing("paella gates")
+    view = RunView.load(run_)
+    lines: list[str] = []
+
+    def emit(event: Event) -> None:
+        if event.kind is not None:
+            run_.ledger.append(event.kind, **event.record())
+        if not args.json:
+            from paella_tui.headless import describe_event
+
+            line = describe_event(event)
+            if line is not None:
+                print(line, flush=True)
+        if isinstance(event, GateFinished):
+            lines.append(event.result.gate)
+
+    async def main() -> int:
+        evaluator = Evaluator(run=run_, contract=contract, emit=emit,
+                              snapshotter=Snapshotter(ctx.workspace, max_file_size=contract.run.max_file_size),
+                              base=view.last_green_checkpoint, history=view.of_kind("gate-finished"))
+        try:
+            finished = await evaluator.evaluate("paella gates", force=True)
+        finally:
+            await evaluator.close()
+        if args.json:
+            print(json.dumps({
+                "tree": finished.tree, "stale": finished.stale, "complete_episodes": finished.complete_episodes,
+                "gates": [{"name": r.gate, "status": r.status, "duration_s": round(r.duration_s, 3),
+                           "exit_code": r.exit_code, "log": r.log_path, "message": r.message}
+                          for r in finished.results],
+            }, indent=2))
+        return 0 if finished.results and all(r.green for r in finished.results) and not finished.stale else 1
+
+    return asyncio.run(main())
+
+
+def handoff(args: argparse.Namespace) -> int:
+    """Write the newest run's handoff (to ``handoff.md`` and ``-o FILE``); print it without ``-o``."""
+    from supervisor.files import write_atomic
+    from supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
+    from supervisor.tree_diff import changes_between
+
+    ctx = Context.open()
+    run_ = ctx.current_run()
+    assert run_ is not None
+    view = RunView.load(run_)
+    if view.contract is None:
+        raise UsageError(f"run {run_.run_id} has no contract (a manual run): there is nothing to hand off")
+    snapshotter = ctx.snapshotter(run_)
+    with snapshotter.locked():
+        now = snapshotter.take().tree
+    base = view.last_green_checkpoint
+    start = next((r["tree"] for r in view.of_kind("run-tree")), None)
+    since = base.tree if base else (start or now)
+    changes = [(c.path, c.added or 0, c.removed or 0) for c in changes_between(ctx.workspace, since, now)]
+    text = render_handoff(handoff_inputs_from_view(view, changes=changes))
+    path = write_handoff(run_.dir, text)
+    if args.output:
+        out = Path(args.output)
+        write_atomic(out, text)
+        print(f"✓ handoff written to {out} (and {path})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,524 @@
+"""The run loop: one object that supervises a run from launch to done, and emits typed events.
+
+It ties the parts together: the agent process, the workspace watcher, the gate evaluator (which
+takes the green checkpoints), drift checks, the governed retry, recovery and the handoff. Every
+event is written to the ledger here (one writer), then handed to the consumer (the headless
+printer or the TUI), so ``paella status`` from another terminal and ``paella resume`` after a
+crash see the same truth.
+
+Recovery is a decision the loop cannot make alone: it awaits ``decide(facts)``, which the TUI
+answers with a key and the headless printer with its ``--on-death`` policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from supervisor import checkpoints as ckpt
+from supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
+from supervisor.checkpoints import SnapshotRecord
+from supervisor.contract import Contract, expand_placeholders
+from supervisor.drift import DriftTracker
+from supervisor.evaluation import Evaluator
+from supervisor.events import (
+    AgentExited,
+    AgentStarted,
+    AgentStats,
+    CheckpointTaken,
+    DriftDetected,
+    EvaluationFinished,
+    Event,
+    HandoffWritten,
+    Notice,
+    RecoveryChosen,
+    RecoveryFacts,
+    RecoveryNeeded,
+    RetryScheduled,
+    RolledBack,
+    RunDone,
+    RunStopped,
+    WatchPaused,
+)
+from supervisor.files import write_atomic
+from supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
+from supervisor.output_tail import OutputTail
+from supervisor.process_tree import stop_tree
+from supervisor.retry import classify, retry_wait
+from supervisor.rollback import rollback
+from supervisor.run_view import RunView, process_alive
+from supervisor.runs import Run
+from supervisor.snapshot import Snapshotter
+from supervisor.tree_diff import changes_between, totals
+from supervisor.watcher import WorkspaceWatcher
+
+EXIT_DONE = 0
+EXIT_NOT_DONE = 1
+EXIT_CANNOT_START = 2
+
+STATS_EVERY_S = 1.0
+STATS_PERSIST_EVERY_S = 15.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer to a recovery: roll back (to ``target``, default the base), continue, or stop."""
+
+    choice: Literal["rollback", "continue", "stop"]
+    target: SnapshotRecord | None = None
+    by: str = "user"
+
+
+Decide = Callable[[RecoveryFacts], Awaitable[Decision]]
+
+
+def policy(on_death: str) -> Decide:
+    """A ``decide`` that answers every recovery the same way (``--on-death`` headless)."""
+
+    async def decide(facts: RecoveryFacts) -> Decision:
+        if on_death == "rollback":
+            return Decision("rollback", facts.base, by="policy")
+        if on_death == "continue":
+            return Decision("continue", by="policy")
+        return Decision("stop", by="policy")
+
+    return decide
+
+
+class RunLoop:
+    """Supervises one run: attempts of the agent, held to the contract's gates."""
+
+    def __init__(
+        self,
+        *,
+        run: Run,
+        contract: Contract,
+        emit: Callable[[Event], None],
+        decide: Decide,
+        resume: bool = False,
+        stop_grace: float = 10.0,
+    ) -> None:
+        self.run_ = run
+        self.workspace = run.workspace
+        self.contract = contract
+        self._consumer = emit
+        self._decide = decide
+        self._resume_first = resume
+        self._stop_grace = stop_grace
+        self.tail = OutputTail()
+        """The agent's output across attempts, display-ready; poll its ``version``."""
+        self.snapshotter = Snapshotter(self.workspace, max_file_size=contract.run.max_file_size)
+        view = RunView.load(run)
+        self.attempt = max((int(r.get("attempt", 0)) for r in view.of_kind("agent-started")), default=0)
+        self._transient_failures = 0
+        self._auto_recoveries = 0
+        self.agent: AgentProcess | None = None
+        self.state: str = "starting"
+        """starting | running | evaluating | retry-wait | recovering | done | stopped."""
+        self.retry_at: float | None = None
+        """Wall-clock time the next attempt starts while in retry-wait (for a countdown)."""
+        self._last_activity = time.monotonic()
+        self._stop_requested: str | None = None
+        self._user_stopped = False
+        self._wake = asyncio.Event()
+        self._background: set[asyncio.Task[None]] = set()
+        self.evaluator = Evaluator(
+            run=run,
+            contract=contract,
+            snapshotter=self.snapshotter,
+            emit=self.emit,
+            base=view.last_green_checkpoint,
+            history=view.of_kind("gate-finished"),
+        )
+        started = view.of_kind("run-started")
+        self._contract_sha = (started[0].get("contract") or {}).get("sha256", "") if started else ""
+        self._start_tree: str | None = None
+        self.drift: DriftTracker | None = None
+        self.watcher = WorkspaceWatcher(
+            self.workspace,
+            settle=contract.watch.settle,
+            ignore=contract.watch.ignore,
+            on_activity=self._on_activity,
+            on_settled=self._on_settled,
+            on_flapping=self._on_flapping,
+        )
+
+    # --- events -------------------------------------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        """Persist ``event`` to the ledger (if it has a kind), then hand it to the consumer."""
+        if event.kind is not None:
+            self.run_.ledger.append(event.kind, **event.record())
+        if isinstance(event, EvaluationFinished) and not event.stale and self.drift is not None:
+            # Path drift needs git (diff-tree): judged in a thread, reported when it answers.
+            task = asyncio.get_running_loop().create_task(self._check_tree(event.tree))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        self._consumer(event)
+
+    async def _check_tree(self, tree: str) -> None:
+        assert self.drift is not None
+        for drift in await asyncio.to_thread(self.drift.check_tree, tree):
+            self.emit(drift)
+
+    def _on_activity(self) -> None:
+        self._last_activity = time.monotonic()
+
+    def _on_output(self, _data: bytes) -> None:
+        self._last_activity = time.monotonic()
+
+    def _on_settled(self, paths: tuple[str, ...]) -> None:
+        self.evaluator.request(f"{len(paths)} file(s) changed")
+
+    def _on_flapping(self, message: str) -> None:
+        self.emit(WatchPaused(reason=message))
+        self.emit(DriftDetected(drift="flapping", message=message))
+
+    # --- commands from the UI -----------------------------------------------------------
+
+    def request_gates(self, *, force: bool = True) -> None:
+        """Run every gate on the current tree now (``g``); also resumes a paused watcher."""
+        if self.watcher.paused:
+            self.watcher.resume()
+        self.evaluator.request("asked for", force=force)
+
+    async def manual_checkpoint(self, label: str = "") -> SnapshotRecord:
+        """Evaluate the gates, then checkpoint the tree with the gates green on it (``c``)."""
+        finished = await self.evaluator.evaluate("before a manual checkpoint")
+        green = tuple(r.gate for r in finished.results if r.green) if not finished.stale else ()
+        record = await asyncio.to_thread(
+            ckpt.take_checkpoint, self.run_, self.snapshotter, episode="manual",
+            gates_green=green, label=label or "manual checkpoint",
+        )
+        self.emit(CheckpointTaken(record_=record))
+        return record
+
+    async def stop_agent(self, reason: str = "stopped by you") -> None:
+        """Stop the running agent (``s``); the ending is recorded as a stop by the user."""
+        self._user_stopped = True
+        if self.agent is not None:
+            await self.agent.stop(self._stop_grace)
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the whole run was asked to end (quit, a signal), or None."""
+        return self._stop_requested
+
+    def request_stop(self, reason: str) -> None:
+        """End the whole run (quit, SIGHUP, SIGTERM): stop the agent and record why."""
+        self._stop_requested = reason
+        self._wake.set()
+        if self.agent is not None:
+            asyncio.get_running_loop().create_task(self.agent.stop(self._stop_grace))
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Supervise until done (0), stopped or out of choices (1), or the agent cannot start (2)."""
+        await asyncio.to_thread(self._stop_orphans)
+        self._start_tree = await asyncio.to_thread(self._run_start_tree)
+        self.drift = DriftTracker(
+            workspace=self.workspace, contract=self.contract,
+            start_tree=self._start_tree, contract_sha256=self._contract_sha,
+        )
+        tasks = [
+            asyncio.create_task(self.watcher.run(), name="paella-watcher"),
+            asyncio.create_task(self._tick(), name="paella-ticker"),
+        ]
+        try:
+            return await self._attempts()
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            if self.agent is not None and self.agent.returncode is None:
+                await self.agent.stop(self._stop_grace)
+            await self.evaluator.close()
+
+    async def _attempts(self) -> int:
+        resume = self._resume_first
+        handoff_path: Path | None = None
+        if resume:
+            handoff_path = await self._write_handoff(ending="paella resume")
+        else:
+            self.evaluator.request("run start")
+        while True:
+            if self._stop_requested:
+                return self._stopped(self._stop_requested)
+            exit_info = await self._one_attempt(resume=resume, handoff_path=handoff_path)
+            if exit_info is None:
+                return EXIT_CANNOT_START
+            if self._stop_requested:
+                # Quitting: no gate run is worth keeping a person waiting.
+                self._exited_event(exit_info)
+                return self._stopped(self._stop_requested)
+            self.state = "evaluating"
+            finished = await self.evaluator.evaluate("agent exited")
+            for _ in range(3):
+                if not finished.stale:
+                    break
+                finished = await self.evaluator.evaluate("the tree changed while the gates ran")
+            all_green = bool(self.contract.gates) and not finished.stale and all(
+                r.green for r in finished.results
+            )
+            exited = self._exited_event(exit_info)
+            if self._stop_requested:
+                return self._stopped(self._stop_requested)
+            red = [r.gate for r in finished.results if not r.green]
+            assert self.drift is not None
+            for drift in self.drift.check_claimed_done(exited.exit_code, red):
+                self.emit(drift)
+            base = self.evaluator.base
+            for drift in await asyncio.to_thread(self.drift.check_history, base.head if base else None):
+                self.emit(drift)
+            ending = classify(exited, all_gates_green=all_green, transient=self.contract.retry.transient)
+            if ending == "done":
+                self.state = "done"
+                self.emit(RunDone(tree=finished.tree, gates=tuple(r.gate for r in finished.results)))
+                return EXIT_DONE
+            if ending == "transient" and self._transient_failures < self.contract.retry.max_attempts:
+                self._transient_failures += 1
+                if not await self._retry_wait(exited):
+                    return self._stopped(self._stop_requested or "stopped during the retry wait")
+                resume = True
+                handoff_path = await self._write_handoff(ending=f"transient failure: {exited.describe()}")
+                continue
+            decision = await self._recover(ending, exited, finished)
+            if decision.choice == "stop":
+                return self._stopped(f"handoff written; stopped ({decision.by})")
+            if decision.choice == "rollback":
+                target = decision.target or self.evaluator.base
+                if target is None:
+                    self.emit(Notice(message="no green checkpoint to roll back to: continuing from the current state", level="warning"))
+                else:
+                    await self._rollback(target)
+            resume = True
+            handoff_path = await self._write_handoff(ending=f"{exited.describe()} ({ending})")
+
+    async def _one_attempt(self, *, resume: bool, handoff_path: Path | None) -> ExitInfo | None:
+        self.attempt += 1
+        self._user_stopped = False
+        argv, env = self._command(resume=resume, handoff_path=handoff_path)
+        try:
+            self.agent = await AgentProcess.start(
+                argv, cwd=self.workspace.root, env=env, tty=self.contract.run.tty,
+                log_path=self.run_.dir / "agent.log", on_output=self._on_output, tail=self.tail,
+            )
+        except AgentStartError as err:
+            self.emit(Notice(message=str(err), level="error"))
+            self.emit(RunStopped(reason=f"the agent could not start: {err}"))
+            self.state = "stopped"
+            return None
+        self.state = "running"
+        self._last_activity = time.monotonic()
+        create_time = self.agent.tree.started
+        self.emit(AgentStarted(attempt=self.attempt, pid=self.agent.pid, create_time=create_time,
+                               argv=tuple(argv), resumed=resume, tty=self.contract.run.tty))
+        return await self.agent.wait()
+
+    def _exited_event(self, info: ExitInfo) -> AgentExited:
+        event = AgentExited(
+            attempt=self.attempt, exit_code=info.exit_code, signal=info.signal, tail=info.tail[-40:],
+            leftovers=tuple(f"{p.pid} {p.name} {' '.join(p.cmdline)[:200]}" for p in info.leftovers),
+            stopped_by_user=self._user_stopped or info.stopped,
+        )
+        self.emit(event)
+        return event
+
+    def _command(self, *, resume: bool, handoff_path: Path | None) -> tuple[list[str], dict[str, str]]:
+        run_cfg = self.contract.run
+        prompt_file = self._prompt_file()
+        prompt = prompt_file.read_text(errors="replace")
+        handoff_text = handoff_path.read_text(errors="replace") if handoff_path else ""
+        template = run_cfg.agent
+        values = {
+            "prompt": prompt, "prompt_file": str(prompt_file), "handoff": handoff_text,
+            "handoff_file": str(handoff_path or ""), "attempt": str(self.attempt),
+            "run_id": self.run_.run_id, "session_id": "",
+        }
+        if resume:
+            if run_cfg.resume is not None:
+                template = run_cfg.resume
+            else:
+                # No resume command: start the agent again with the handoff as its task.
+                values["prompt"] = handoff_text or prompt
+                values["prompt_file"] = str(handoff_path or prompt_file)
+        argv = list(expand_placeholders(template, values))
+        env = dict(os.environ)
+        env.update(
+            PAELLA_RUN_ID=self.run_.run_id, PAELLA_ATTEMPT=str(self.attempt),
+            PAELLA_EPISODE=str(self._current_episode()),
+        )
+        if resume and handoff_path is not None:
+            env["PAELLA_HANDOFF_FILE"] = str(handoff_path)
+        else:
+            env.pop("PAELLA_HANDOFF_FILE", None)
+        return argv, env
+
+    def _prompt_file(self) -> Path:
+        run_cfg = self.contract.run
+        if run_cfg.prompt_file:
+            return (self.workspace.root / run_cfg.prompt_file).resolve()
+        path = self.run_.dir / "prompt.md"
+        if not path.exists():
+            write_atomic(path, run_cfg.prompt or "")
+        return path
+
+    def _current_episode(self) -> int:
+        latest = self.evaluator.latest
+        for k in range(1, len(self.contract.episodes) + 1):
+            if not all(latest.get(g) is not None and latest[g].green for g in self.contract.episode_gates(k)):
+                return k
+        return len(self.contract.episodes)
+
+    async def _retry_wait(self, exited: AgentExited) -> bool:
+        now = datetime.now(UTC)
+        wait_s, reason = retry_wait(self._transient_failures, self.contract.retry, exited.tail, now=now)
+        self.retry_at = time.time() + wait_s
+        self.state = "retry-wait"
+        self.emit(RetryScheduled(attempt=self.attempt, failures=self._transient_failures,
+                                 wait_s=wait_s, resume_at=self.retry_at, reason=reason))
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=wait_s)
+        self.retry_at = None
+        return self._stop_requested is None
+
+    def skip_wait(self) -> None:
+        """End a retry wait now (``R`` during the countdown)."""
+        self._wake.set()
+
+    async def _recover(self, ending: str, exited: AgentExited, finished: EvaluationFinished) -> Decision:
+        self.state = "recovering"
+        facts = await asyncio.to_thread(self._facts, ending, exited, finished)
+        await self._write_handoff(ending=facts.how)
+        self.emit(RecoveryNeeded(facts=facts))
+        decision = await self._decide(facts)
+        if decision.by == "policy":
+            self._auto_recoveries += 1
+            if self._auto_recoveries > self.contract.retry.max_attempts:
+                self.emit(Notice(message=f"{self._auto_recoveries - 1} automatic recoveries already: stopping instead", level="warning"))
+                decision = Decision("stop", by="policy (limit)")
+        target = decision.target or (self.evaluator.base if decision.choice == "rollback" else None)
+        self.emit(RecoveryChosen(choice=decision.choice, target=target.name if target else None, by=decision.by))
+        return decision
+
+    def _facts(self, ending: str, exited: AgentExited, finished: EvaluationFinished) -> RecoveryFacts:
+        base = self.evaluator.base
+        since = base.tree if base else (self._start_tree or finished.tree)
+        changes = changes_between(self.workspace, since, finished.tree)
+        added, removed = totals(changes)
+        regressions = tuple(
+            r.gate for r in finished.results
+            if not r.green and r.status != "stale" and self.evaluator.ever_green.get(r.gate)
+        )
+        how = "stopped by you" if exited.stopped_by_user else exited.describe()
+        return RecoveryFacts(
+            ending=ending,  # type: ignore[arg-type]
+            how=f"{how}, attempt {exited.attempt}", tail=exited.tail[-15:], base=base,
+            gates_now=finished.results, regressions=regressions,
+            changed_files=tuple(c.path for c in changes), lines_added=added, lines_removed=removed,
+            default="rollback" if regressions and base is not None else "continue",
+        )
+
+    async def _rollback(self, target: SnapshotRecord) -> None:
+        # The watcher sees the restored files and queues an evaluation; the restored tree's
+        # results are cached, so it re-runs nothing.
+        result = await asyncio.to_thread(rollback, self.run_, target, snapshotter=self.snapshotter)
+        if target.kind == "checkpoints":
+            self.evaluator.set_base(target if isinstance(target.episode, int) else None)
+        self.emit(RolledBack(target=target, salvage=result.salvage))
+
+    async def _write_handoff(self, *, ending: str) -> Path:
+        text = await asyncio.to_thread(self._render_handoff, ending)
+        path = write_handoff(self.run_.dir, text)
+        self.emit(HandoffWritten(path=str(path), size=len(text.encode())))
+        return path
+
+    def _render_handoff(self, ending: str) -> str:
+        view = RunView.load(self.run_)
+        base = self.evaluator.base
+        now_tree = self._snapshot_tree()
+        since = base.tree if base else (self._start_tree or now_tree)
+        changes = [(c.path, c.added or 0, c.removed or 0) for c in changes_between(self.workspace, since, now_tree)]
+        return render_handoff(handoff_inputs_from_view(view, changes=changes, ending=ending))
+
+    def _stopped(self, reason: str) -> int:
+        self.state = "stopped"
+        self.emit(RunStopped(reason=reason))
+        return EXIT_NOT_DONE
+
+    # --- housekeeping ------------------------------------------------------------------------
+
+    def _snapshot_tree(self) -> str:
+        with self.snapshotter.locked():
+            return self.snapshotter.take().tree
+
+    def _run_start_tree(self) -> str:
+        """The tree the run started on (drift is judged against it), recorded once per run."""
+        for record in self.run_.ledger.read().of_kind("run-tree"):
+            return str(record["tree"])
+        tree = self._snapshot_tree()
+        self.run_.ledger.append("run-tree", tree=tree)
+        return tree
+
+    def _stop_orphans(self) -> None:
+        """Stop an agent a killed paella left running: an agent never runs unsupervised."""
+        view = RunView.load(self.run_)
+        started = view.of_kind("agent-started")
+        if not started:
+            return
+        last = started[-1]
+        pid, create_time = last.get("pid"), last.get("create_time")
+        if not process_alive(pid, create_time):
+            return
+        assert isinstance(pid, int)
+        members = [pid]
+        for proc_pid in _pids():
+            with contextlib.suppress(OSError):
+                if os.getsid(proc_pid) == pid and proc_pid != pid:
+                    members.append(proc_pid)
+        stopped = stop_tree(members, self._stop_grace)
+        self.run_.ledger.append("orphan-stopped", pid=pid, attempt=last.get("attempt"),
+                                processes=[f"{p.pid} {p.name}" for p in stopped])
+        self._consumer(Notice(message=f"stopped agent pid {pid} left running by an earlier paella", level="warning"))
+
+    async def _tick(self) -> None:
+        last_persist = 0.0
+        while True:
+            await asyncio.sleep(STATS_EVERY_S)
+            agent = self.agent
+            if agent is not None and agent.returncode is None:
+                stats = await asyncio.to_thread(agent.stats)
+                event = AgentStats(attempt=self.attempt, cpu_percent=stats.cpu_percent,
+                                   rss_bytes=stats.rss_bytes, descendants=stats.descendants,
+                                   uptime_s=time.time() - stats.started)
+                self._consumer(event)
+                if time.monotonic() - last_persist >= STATS_PERSIST_EVERY_S:
+                    last_persist = time.monotonic()
+                    self.run_.ledger.append("agent-stats", **event.record())
+                if self.drift is not None:
+                    for drift in self.drift.check_stall(self._last_activity, time.monotonic()):
+                        self.emit(drift)
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def install_signal_handlers(loop: asyncio.AbstractEventLoop, run_loop: RunLoop) -> None:
+    """SIGHUP (the pane closed), SIGTERM and SIGINT stop the agent cleanly and record why."""
+    for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, run_loop.request_stop, f"paella received {signal.Signals(sig).name}")
+
+

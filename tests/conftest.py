@@ -1,0 +1,271 @@
+"""Shared fixtures: an isolated git environment, real repositories, the real ``paella`` command,
+and a byte-for-byte picture of a work tree.
+
+Every test runs git with no global or system configuration, a fixed identity for the tests' own
+commits, ``NO_COLOR`` set and ``PAELLA_STATE_DIR`` unset, so that a developer's ``~/.gitconfig``
+(hooks, ``init.defaultBranch``, signing, ``core.autocrlf``) never changes a result.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+TEST_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.invalid",
+    "GIT_COMMITTER_NAME": "Test Committer",
+    "GIT_COMMITTER_EMAIL": "committer@example.invalid",
+}
+
+# Variables that would point git or paella somewhere else, or change how they behave.
+_REMOVED = (
+    "PAELLA_STATE_DIR",
+    "PAELLA_TEST_KILL_AT",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_PREFIX",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_OPTIONAL_LOCKS",
+    "EMAIL",
+)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def isolated_git_environment() -> Iterator[None]:
+    """No user or system git config, a test identity, NO_COLOR, no PAELLA_STATE_DIR."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in _REMOVED:
+            mp.delenv(name, raising=False)
+        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        mp.setenv("GIT_TERMINAL_PROMPT", "0")
+        mp.setenv("GIT_EDITOR", "true")
+        mp.setenv("GIT_MERGE_AUTOEDIT", "no")
+        mp.setenv("NO_COLOR", "1")
+        for name, value in TEST_IDENTITY.items():
+            mp.setenv(name, value)
+        yield
+
+
+class GitRunner:
+    """``git(repo, *args)`` runs git in ``repo`` and returns its stdout (checked, text)."""
+
+    def __call__(self, repo: Path, *args: str, input: str | bytes | None = None) -> str:
+        proc = self.run(repo, *args, input=input)
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"git {' '.join(args)} failed in {repo} (exit {proc.returncode}):\n{proc.stderr}"
+            )
+        return proc.stdout.rstrip("\n")
+
+    def run(
+        self, repo: Path, *args: str, input: str | bytes | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run git without checking the exit status (for commands expected to fail)."""
+        if isinstance(input, bytes):
+            input = input.decode("utf-8", errors="surrogateescape")
+        return subprocess.run(
+            ["git", *args],
+            cwd=repo,
+            input=input,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            check=False,
+        )
+
+    def head(self, repo: Path) -> str | None:
+        """The commit HEAD resolves to, or None on an unborn branch."""
+        proc = self.run(repo, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+        return proc.stdout.strip() or None
+
+    def branch(self, repo: Path) -> str | None:
+        """The branch HEAD is attached to, or None when detached."""
+        return self.run(repo, "symbolic-ref", "-q", "--short", "HEAD").stdout.strip() or None
+
+    def tree(self, repo: Path, treeish: str) -> dict[str, tuple[str, bytes | str]]:
+        """Every entry of ``treeish``, recursively: path -> (mode, blob bytes), or for a gitlink
+        (mode ``160000``) path -> (mode, commit id). Paths keep any byte (surrogateescape)."""
+        listing = subprocess.run(
+            ["git", "ls-tree", "-r", "-z", "--full-tree", treeish],
+            cwd=repo,
+            capture_output=True,
+            check=True,
+        ).stdout
+        entries: dict[str, tuple[str, str, str]] = {}
+        for item in listing.split(b"\0"):
+            if item:
+                meta, raw_path = item.split(b"\t", 1)
+                mode, kind, oid = meta.decode().split()
+                entries[raw_path.decode("utf-8", errors="surrogateescape")] = (mode, kind, oid)
+        blobs = [oid for _, kind, oid in entries.values() if kind == "blob"]
+        contents: dict[str, bytes] = {}
+        if blobs:
+            out = subprocess.run(
+                ["git", "cat-file", "--batch"],
+                cwd=repo,
+                capture_output=True,
+                check=True,
+                input="".join(f"{oid}\n" for oid in blobs).encode(),
+            ).stdout
+            pos = 0
+            while pos < len(out):
+                header_end = out.index(b"\n", pos)
+                oid, _, size = out[pos:header_end].decode().split()
+                start = header_end + 1
+                contents[oid] = out[start : start + int(size)]
+                pos = start + int(size) + 1
+        return {
+            path: (mode, contents[oid] if kind == "blob" else oid)
+            for path, (mode, kind, oid) in entries.items()
+        }
+
+
+@pytest.fixture(scope="session")
+def git() -> GitRunner:
+    """The git helper: ``git(repo, *args) -> stdout``, ``git.run(...)``, ``git.head(repo)``."""
+    return GitRunner()
+
+
+def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
+    """A real repository at ``path`` on branch ``main`` with one commit (``README.md``)."""
+    g = git_runner or GitRunner()
+    path.mkdir(parents=True, exist_ok=True)
+    g(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("hello\n")
+    g(path, "add", "README.md")
+    g(path, "commit", "-q", "-m", "initial")
+    return path.resolve()
+
+
+@pytest.fixture
+def repo(tmp_path: Path, git: GitRunner) -> Path:
+    """A fresh repository (``git init -b main`` and one commit) in ``tmp_path/repo``."""
+    return make_repo(tmp_path / "repo", git)
+
+
+def run_paella(
+    cwd: Path,
+    *args: str,
+    env: Mapping[str, str | None] | None = None,
+    input: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real console script (``python -m paella_tui``) in ``cwd``.
+
+    ``env`` is laid over the test environment; a value of None removes that variable. Without
+    ``input`` stdin is /dev/null, never a terminal.
+    """
+    full_env = dict(os.environ)
+    for name, value in (env or {}).items():
+        if value is None:
+            full_env.pop(name, None)
+        else:
+            full_env[name] = value
+    return subprocess.run(
+        [sys.executable, "-m", "paella_tui", *args],
+        cwd=cwd,
+        env=full_env,
+        input=input,
+        stdin=subprocess.DEVNULL if input is None else None,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def paella() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``paella(repo, *args, env=None, input=None)`` -> CompletedProcess (text) of the real command."""
+    return run_paella
+
+
+class TreeState(dict[str, tuple[object, ...]]):
+    """A work tree byte for byte: relative path -> ``("file", bytes, executable)``,
+    ``("link", target)`` or ``("dir",)`` for an empty directory."""
+
+    def differences(self, other: Mapping[str, tuple[object, ...]]) -> list[str]:
+        """Readable lines naming every path that differs (for assertion messages)."""
+        lines = []
+        for path in sorted(set(self) | set(other)):
+            mine, theirs = self.get(path), other.get(path)
+            if mine != theirs:
+                lines.append(f"{path!r}: {_short(mine)} != {_short(theirs)}")
+        return lines
+
+    def without(self, *prefixes: str) -> TreeState:
+        """A copy without the given paths and everything under them."""
+        return TreeState(
+            (p, v) for p, v in self.items() if not any(_under(p, prefix) for prefix in prefixes)
+        )
+
+    def only(self, *prefixes: str) -> TreeState:
+        """A copy holding only the given paths and everything under them."""
+        return TreeState(
+            (p, v) for p, v in self.items() if any(_under(p, prefix) for prefix in prefixes)
+        )
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+def _short(entry: tuple[object, ...] | None) -> str:
+    if entry is None:
+        return "absent"
+    if entry[0] == "file":
+        data = entry[1]
+        assert isinstance(data, bytes)
+        shown = data[:40] + (b"..." if len(data) > 40 else b"")
+        return f"file({len(data)} bytes{', +x' if entry[2] else ''}: {shown!r})"
+    return repr(entry)
+
+
+def capture_tree(root: Path, *, exclude: tuple[str, ...] = (".git",)) -> TreeState:
+    """Every path under ``root`` except the top-level ``exclude`` names (ignored files included,
+    symlinks not followed): file bytes and executable bit, symlink targets, empty directories."""
+    state = TreeState()
+    root_s = os.fspath(root)
+    for dirpath, dirnames, filenames in os.walk(root_s, followlinks=False):
+        rel_dir = os.path.relpath(dirpath, root_s)
+        rel_dir = "" if rel_dir == "." else rel_dir
+        if not rel_dir:
+            dirnames[:] = [d for d in dirnames if d not in exclude]
+            filenames = [f for f in filenames if f not in exclude]
+        entries = 0
+        for name in [*dirnames, *filenames]:
+            full = os.path.join(dirpath, name)
+            rel = os.path.join(rel_dir, name) if rel_dir else name
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                state[rel] = ("link", os.readlink(full))
+            elif stat.S_ISREG(st.st_mode):
+                with open(full, "rb") as handle:
+                    state[rel] = ("file", handle.read(), bool(st.st_mode & stat.S_IXUSR))
+            entries += 1
+        if not entries and rel_dir:
+            state[rel_dir] = ("dir",)
+    return state
+
+
+@pytest.fixture(scope="session")
+def tree_state() -> Callable[..., TreeState]:
+    """``tree_state(root)`` -> TreeState of the work tree, byte for byte (see capture_tree)."""
+    return capture_tree

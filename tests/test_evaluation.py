@@ -1,0 +1,475 @@
+"""Tests of the evaluator: real repositories, real snapshots and checkpoints, real gate commands.
+
+Every test drives an Evaluator the way the run loop does: events go to a list and, like the run
+loop, to the ledger, so a second Evaluator can be seeded from what the first one recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+import pytest
+import tomli_w
+
+from supervisor.checkpoints import SnapshotRecord, records
+from supervisor.contract import Contract, parse_contract
+from supervisor.evaluation import (
+    CHANGED_DURING_GATES,
+    MAX_STALE_STREAK,
+    Evaluator,
+    EvaluatorClosed,
+)
+from supervisor.events import (
+    CheckpointTaken,
+    DriftDetected,
+    EvaluationFinished,
+    EvaluationStarted,
+    Event,
+    GateFinished,
+    GateStarted,
+    Notice,
+)
+from supervisor.rollback import rollback
+from supervisor.run_view import RunView
+from supervisor.runs import Run, RunStore
+from supervisor.snapshot import Snapshotter
+from supervisor.workspace import Workspace
+
+SCRIPTS = Path(__file__).parent / "gate_scripts"
+E = TypeVar("E", bound=Event)
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def exists_gate(name: str, path: str, **extra: Any) -> dict[str, Any]:
+    """A gate that is green while ``path`` exists in the workspace."""
+    code = (
+        f"import os, sys; print('checking {path}'); sys.exit(0 if os.path.exists({path!r}) else 1)"
+    )
+    return {"name": name, "cmd": py(code), "timeout": "10s", **extra}
+
+
+def make_contract(
+    repo: Path, gates: list[dict[str, Any]], episodes: Sequence[tuple[str, list[str]]] = ()
+) -> Contract:
+    data: dict[str, Any] = {
+        "run": {"prompt": "build it", "agent": ["true"]},
+        "gates": {"jobs": 2},
+        "gate": gates,
+    }
+    if episodes:
+        data["episode"] = [
+            {"name": name, "goal": f"{name} works", "gates": names} for name, names in episodes
+        ]
+    return parse_contract(tomli_w.dumps(data), repo / "paella.toml", default_name="test")
+
+
+class Harness:
+    """An Evaluator on a real run, with every event it emitted."""
+
+    def __init__(self, repo: Path, contract: Contract, run: Run | None = None) -> None:
+        self.repo = repo
+        self.workspace = Workspace.find(repo)
+        self.snapshotter = Snapshotter(self.workspace)
+        self.contract = contract
+        self.run = run or RunStore(self.workspace).create(contract, manual=False)
+        self.events: list[Event] = []
+        self.evaluator = self.new_evaluator()
+
+    def new_evaluator(self, **kwargs: Any) -> Evaluator:
+        return Evaluator(
+            run=self.run,
+            contract=self.contract,
+            snapshotter=self.snapshotter,
+            emit=self.emit,
+            **kwargs,
+        )
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+        if event.kind is not None:  # the run loop persists what is not recorded elsewhere
+            self.run.ledger.append(event.kind, **event.record())
+
+    def of(self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def mark(self) -> int:
+        return len(self.events)
+
+    def since(self, mark: int, kind: type[E]) -> list[E]:
+        return [e for e in self.events[mark:] if isinstance(e, kind)]
+
+    def checkpoints(self) -> list[SnapshotRecord]:
+        return records(self.run, "checkpoints")
+
+    async def wait_for(self, kind: type[E], count: int = 1, timeout: float = 10.0) -> E:
+        deadline = time.monotonic() + timeout
+        while len(self.of(kind)) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {kind.__name__} #{count} within {timeout}s")
+            await asyncio.sleep(0.01)
+        return self.of(kind)[count - 1]
+
+
+@pytest.fixture
+async def make_harness(repo: Path) -> Any:
+    made: list[Harness] = []
+
+    def factory(
+        gates: list[dict[str, Any]], episodes: Sequence[tuple[str, list[str]]] = ()
+    ) -> Harness:
+        harness = Harness(repo, make_contract(repo, gates, episodes))
+        made.append(harness)
+        return harness
+
+    yield factory
+    for harness in made:
+        await harness.evaluator.close()
+
+
+HarnessFactory = Callable[..., Harness]
+
+
+def is_gone(pid: int) -> bool:
+    """Not running (a zombie waiting for init to reap it is not running)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def test_a_judged_tree_is_not_judged_again_unless_forced(
+    make_harness: HarnessFactory,
+) -> None:
+    h = make_harness([exists_gate("readme", "README.md")])
+    first = await h.evaluator.evaluate("start")
+    assert [r.status for r in first.results] == ["pass"]
+    assert not first.results[0].cached and not first.stale
+    assert len(h.of(GateStarted)) == 1
+
+    mark = h.mark()
+    again = await h.evaluator.evaluate("again")
+    assert again.tree == first.tree
+    assert h.since(mark, GateStarted) == []
+    assert again.results[0].cached and again.results[0].status == "pass"
+    assert [e.result.cached for e in h.since(mark, GateFinished)] == [True]
+
+    mark = h.mark()
+    forced = await h.evaluator.evaluate("user asked", force=True)
+    assert [e.gate for e in h.since(mark, GateStarted)] == ["readme"]
+    assert not forced.results[0].cached
+
+
+async def test_a_gate_with_paths_keeps_its_result_while_they_do_not_change(
+    make_harness: HarnessFactory, repo: Path
+) -> None:
+    h = make_harness(
+        [exists_gate("docs", "README.md", paths=["docs/**"]), exists_gate("all", "README.md")]
+    )
+    await h.evaluator.evaluate("start")
+    assert sorted(e.gate for e in h.of(GateStarted)) == ["all", "docs"]
+
+    (repo / "src").mkdir()
+    (repo / "src" / "main.py").write_text("print('hi')\n")
+    mark = h.mark()
+    second = await h.evaluator.evaluate("src changed")
+    assert [e.gate for e in h.since(mark, GateStarted)] == ["all"]
+    docs = second.results[0]
+    assert docs.gate == "docs" and docs.cached and docs.tree == second.tree
+    assert docs.status == "pass"
+
+    (repo / "docs").mkdir()
+    (repo / "docs" / "guide.md").write_text("# guide\n")
+    mark = h.mark()
+    await h.evaluator.evaluate("docs changed")
+    assert sorted(e.gate for e in h.since(mark, GateStarted)) == ["all", "docs"]
+
+
+async def test_rapid_triggers_queue_one_evaluation_and_never_restart_a_gate(
+    make_harness: HarnessFactory, repo: Path, tmp_path: Path
+) -> None:
+    starts = tmp_path / "starts"
+    slow = (
+        f"import time; open({str(starts)!r}, 'a').write('start\\n'); time.sleep(1.0); print('done')"
+    )
+    h = make_harness([{"name": "slow", "cmd": py(slow), "timeout": "10s"}])
+    h.evaluator.request("first")
+    await h.wait_for(GateStarted)
+    for i in range(10):
+        (repo / "work.txt").write_text(f"edit {i}\n")
+        h.evaluator.request(f"edit {i}")
+        await asyncio.sleep(0.02)
+    assert h.evaluator.triggers_last_minute() == 11
+    final = await h.evaluator.evaluate("final")
+    await h.evaluator.idle()
+
+    assert [e.reason for e in h.of(EvaluationStarted)] == ["first", "final"]
+    assert starts.read_text() == "start\nstart\n"
+    first_run = h.of(GateFinished)[0]
+    # The first run was left to finish (it printed "done"), and it judged a tree that moved.
+    assert first_run.stale and first_run.result.tail == ("done",)
+    assert first_run.result.duration_s >= 1.0
+    finished = h.of(EvaluationFinished)
+    assert [e.stale for e in finished] == [True, False]
+    assert finished[0].results[0].status == "stale"
+    assert final is finished[1] and final.results[0].status == "pass"
+    assert "edit 9" in (repo / "work.txt").read_text()
+
+
+async def test_a_gate_that_changes_a_tracked_file_is_stale_and_judged_again(
+    make_harness: HarnessFactory, repo: Path, git: Any
+) -> None:
+    (repo / "version.txt").write_text("0\n")
+    git(repo, "add", "version.txt")
+    git(repo, "commit", "-q", "-m", "version")
+    code = "import time; open('version.txt', 'w').write('1\\n'); time.sleep(0.2)"
+    h = make_harness([{"name": "bump", "cmd": py(code)}], [("bumped", ["bump"])])
+
+    first = await h.evaluator.evaluate("start")
+    assert first.stale and first.complete_episodes == 0
+    assert [e.stale for e in h.of(GateFinished)] == [True]
+    assert h.of(CheckpointTaken) == []
+    assert h.evaluator.latest == {}, "a stale result is not the gate's latest"
+
+    await h.evaluator.idle()
+    started = h.of(EvaluationStarted)
+    assert [e.reason for e in started] == ["start", CHANGED_DURING_GATES]
+    second = h.of(EvaluationFinished)[1]
+    assert not second.stale and second.complete_episodes == 1
+    assert second.tree != first.tree
+    (taken,) = h.of(CheckpointTaken)
+    assert taken.record_.tree == second.tree and taken.record_.episode == 1
+    assert [c.tree for c in h.checkpoints()] == [second.tree]
+
+
+async def test_a_gate_writing_ignored_files_does_not_move_the_tree(
+    make_harness: HarnessFactory, repo: Path, git: Any
+) -> None:
+    (repo / ".gitignore").write_text("cache/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore")
+    code = (
+        "import os, time; os.makedirs('cache', exist_ok=True);"
+        "open(f'cache/{time.time_ns()}', 'w').write('x'); time.sleep(0.2)"
+    )
+    h = make_harness([{"name": "cachey", "cmd": py(code)}])
+    first = await h.evaluator.evaluate("start")
+    await h.evaluator.idle()
+    assert not first.stale and first.results[0].status == "pass"
+    assert len(h.of(EvaluationStarted)) == 1
+    assert any((repo / "cache").iterdir())
+    mark = h.mark()
+    again = await h.evaluator.evaluate("again")
+    assert again.tree == first.tree and h.since(mark, GateStarted) == []
+
+
+async def test_episodes_are_cumulative_and_each_green_boundary_is_checkpointed(
+    make_harness: HarnessFactory, repo: Path
+) -> None:
+    h = make_harness(
+        [exists_gate("one", "a.txt"), exists_gate("two", "b.txt")],
+        [("first", ["one"]), ("second", ["two"])],
+    )
+    ev = h.evaluator
+    (repo / "b.txt").write_text("b\n")  # episode 2's gate alone is not episode 2
+    start = await ev.evaluate("start")
+    assert start.complete_episodes == 0 and h.of(CheckpointTaken) == []
+
+    (repo / "a.txt").write_text("a\n")
+    (repo / "b.txt").unlink()
+    result = await ev.evaluate("a written")
+    assert result.complete_episodes == 1
+    (cp1,) = h.of(CheckpointTaken)
+    assert cp1.record_.episode == 1 and cp1.record_.gates_green == ("one",)
+    assert cp1.record_.label == "episode 1: first" and cp1.record_.tree == result.tree
+    assert ev.base == cp1.record_ and ev.complete_on_base == 1
+
+    mark = h.mark()
+    await ev.evaluate("same tree")
+    assert h.since(mark, GateStarted) == [] and h.since(mark, CheckpointTaken) == []
+
+    (repo / "b.txt").write_text("b\n")
+    result = await ev.evaluate("b written")
+    assert result.complete_episodes == 2
+    cp2 = h.of(CheckpointTaken)[-1].record_
+    assert (cp2.n, cp2.episode, cp2.gates_green) == (2, 2, ("one", "two"))
+    on_disk = [(c.n, c.episode, c.gates_green, c.tree) for c in h.checkpoints()]
+    assert on_disk == [(1, 1, ("one",), cp1.record_.tree), (2, 2, ("one", "two"), cp2.tree)]
+    base_on_disk = RunView.load(h.run).last_green_checkpoint
+    assert base_on_disk is not None and (base_on_disk.n, base_on_disk.tree) == (2, cp2.tree)
+    assert ev.ever_green == {"one": [cp1.record_.tree, cp2.tree], "two": [start.tree, cp2.tree]}
+
+
+async def test_a_regression_is_reported_once_per_fall_naming_the_checkpoint(
+    make_harness: HarnessFactory, repo: Path
+) -> None:
+    h = make_harness(
+        [exists_gate("idempotency", "a.txt"), exists_gate("privacy", "b.txt")],
+        [("ingest", ["idempotency"]), ("privacy", ["privacy"])],
+    )
+    ev = h.evaluator
+    (repo / "a.txt").write_text("a\n")
+    await ev.evaluate("episode 1")
+    (repo / "b.txt").write_text("b\n")
+    await ev.evaluate("episode 2")
+    assert len(h.checkpoints()) == 2 and h.of(DriftDetected) == []
+
+    (repo / "a.txt").unlink()
+    result = await ev.evaluate("broke it")
+    assert result.complete_episodes == 0
+    (drift,) = h.of(DriftDetected)
+    assert drift.drift == "regression" and drift.gate == "idempotency"
+    assert drift.message == (
+        'gate "idempotency" was green at checkpoint 2 (episode 2) and now fails: '
+        "the newest work broke an earlier invariant"
+    )
+    assert ev.regressed == {"idempotency"}
+    assert [r["gate"] for r in h.run.ledger.read().of_kind("drift")] == ["idempotency"]
+
+    (repo / "c.txt").write_text("still broken\n")
+    await ev.evaluate("more work")
+    assert len(h.of(DriftDetected)) == 1, "still red is not news"
+    assert h.of(CheckpointTaken)[-1].record_.n == 2
+
+    (repo / "a.txt").write_text("a\n")
+    await ev.evaluate("fixed")
+    assert ev.regressed == frozenset()
+    (repo / "a.txt").unlink()
+    await ev.evaluate("broke it again")  # the same tree as "more work": a cached red
+    assert [d.gate for d in h.of(DriftDetected)] == ["idempotency", "idempotency"]
+
+
+async def test_after_a_rollback_a_redone_episode_is_checkpointed_again(
+    make_harness: HarnessFactory, repo: Path
+) -> None:
+    h = make_harness(
+        [exists_gate("one", "a.txt"), exists_gate("two", "b.txt")],
+        [("first", ["one"]), ("second", ["two"])],
+    )
+    ev = h.evaluator
+    (repo / "a.txt").write_text("a\n")
+    await ev.evaluate("episode 1")
+    (repo / "b.txt").write_text("b\n")
+    await ev.evaluate("episode 2")
+    cp1, cp2 = h.checkpoints()
+
+    rollback(h.run, cp1, snapshotter=h.snapshotter)
+    assert not (repo / "b.txt").exists()
+    ev.set_base(cp1)
+    assert ev.base == cp1 and ev.complete_on_base == 1
+    mark = h.mark()
+    back = await ev.evaluate("after rollback")
+    assert back.tree == cp1.tree and back.complete_episodes == 1
+    assert h.since(mark, GateStarted) == [] and h.since(mark, CheckpointTaken) == []
+
+    # Redone the same way: the very tree of checkpoint 2 is the base again, not a copy of it.
+    (repo / "b.txt").write_text("b\n")
+    await ev.evaluate("redone the same")
+    assert h.since(mark, CheckpointTaken) == [] and len(h.checkpoints()) == 2
+    assert ev.base == cp2
+
+    rollback(h.run, cp1, snapshotter=h.snapshotter)
+    ev.set_base(cp1)
+    (repo / "b.txt").write_text("b, done differently\n")
+    result = await ev.evaluate("redone differently")
+    assert result.complete_episodes == 2
+    (taken,) = h.since(mark, CheckpointTaken)
+    assert (taken.record_.n, taken.record_.episode) == (3, 2)
+    assert taken.record_.tree == result.tree and ev.base == taken.record_
+
+
+async def test_a_resumed_evaluator_knows_what_was_green(
+    make_harness: HarnessFactory, repo: Path
+) -> None:
+    h = make_harness([exists_gate("one", "a.txt")], [("first", ["one"])])
+    (repo / "a.txt").write_text("a\n")
+    first = await h.evaluator.evaluate("start")
+    await h.evaluator.close()
+
+    view = RunView.load(h.run)
+    resumed = h.new_evaluator(
+        history=view.of_kind("gate-finished"), base=view.last_green_checkpoint
+    )
+    h.evaluator = resumed  # closed by the fixture
+    assert resumed.ever_green == {"one": [first.tree]}
+    assert resumed.latest["one"].status == "pass" and resumed.complete_on_base == 1
+
+    mark = h.mark()
+    again = await resumed.evaluate("resumed")
+    assert again.results[0].cached and h.since(mark, GateStarted) == []
+    assert h.since(mark, CheckpointTaken) == []
+
+    (repo / "a.txt").unlink()
+    await resumed.evaluate("broken after resume")
+    (drift,) = h.since(mark, DriftDetected)
+    assert "checkpoint 1 (episode 1)" in drift.message
+
+    # A third evaluator, seeded with the regression already in the ledger, does not repeat it.
+    third = h.new_evaluator(history=RunView.load(h.run).of_kind("gate-finished"))
+    await resumed.close()
+    h.evaluator = third
+    assert third.regressed == {"one"} and third.latest["one"].tail == ("checking a.txt",)
+    mark = h.mark()
+    await third.evaluate("still broken")
+    assert h.since(mark, DriftDetected) == []
+
+
+async def test_gates_run_in_parallel_up_to_jobs(
+    make_harness: HarnessFactory, tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a-here", tmp_path / "b-here"
+    h = make_harness(
+        [
+            {
+                "name": "a",
+                "cmd": [sys.executable, str(SCRIPTS / "wait_for_peer.py"), str(a), str(b)],
+            },
+            {
+                "name": "b",
+                "cmd": [sys.executable, str(SCRIPTS / "wait_for_peer.py"), str(b), str(a)],
+            },
+        ]
+    )
+    result = await h.evaluator.evaluate("start")
+    assert [r.status for r in result.results] == ["pass", "pass"]
+
+
+async def test_a_gate_that_always_changes_the_tree_does_not_loop_forever(
+    make_harness: HarnessFactory, repo: Path, git: Any
+) -> None:
+    (repo / "counter.txt").write_text("")
+    git(repo, "add", "counter.txt")
+    git(repo, "commit", "-q", "-m", "counter")
+    code = "import time; open('counter.txt', 'a').write(f'{time.time_ns()}\\n')"
+    h = make_harness([{"name": "appends", "cmd": py(code)}])
+    h.evaluator.request("start")
+    await asyncio.wait_for(h.evaluator.idle(), 30)
+    assert len(h.of(EvaluationStarted)) == MAX_STALE_STREAK + 1
+    assert all(e.stale for e in h.of(EvaluationFinished))
+    assert any("tracked file" in n.message for n in h.of(Notice))
+
+
+async def test_close_kills_the_running_gates(make_harness: HarnessFactory, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    hang = [sys.executable, str(SCRIPTS / "hang_with_children.py"), str(pidfile)]
+    h = make_harness([{"name": "hang", "cmd": hang, "timeout": "60s"}])
+    waiting = asyncio.create_task(h.evaluator.evaluate("start"))
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    pids = [int(p) for p in pidfile.read_text().split()]
+    await h.evaluator.close()
+    with pytest.raises(EvaluatorClosed):
+        await waiting
+    await asyncio.wait_for(h.evaluator.idle(), 1)
+    assert [pid for pid in pids if not is_gone(pid)] == [], "close() left gate processes"
+    with pytest.raises(EvaluatorClosed):
+        await h.evaluator.evaluate("after close")
