@@ -41,9 +41,13 @@ def describe_event(event: Event) -> str | None:
         return f"● agent {how}: attempt {event.attempt}, pid {event.pid}: {shlex.join(event.argv)[:160]}"
     if isinstance(event, AgentExited):
         who = " (stopped by you)" if event.stopped_by_user else ""
-        lines = [f"✗ agent ended: {event.describe()}{who}, attempt {event.attempt}"]
+        mark = "■" if event.exit_code == 0 else "✗"
+        lines = [f"{mark} agent ended: {event.describe()}{who}, attempt {event.attempt}"]
         if event.leftovers:
-            lines.append(f"  stopped {len(event.leftovers)} leftover process(es): " + "; ".join(event.leftovers))
+            lines.append(
+                f"  stopped {len(event.leftovers)} leftover process(es): "
+                + "; ".join(event.leftovers)
+            )
         lines.extend(f"  │ {line}" for line in event.tail[-5:])
         return "\n".join(lines)
     if isinstance(event, EvaluationStarted):
@@ -52,6 +56,8 @@ def describe_event(event: Event) -> str | None:
         return None
     if isinstance(event, GateFinished):
         r = event.result
+        if r.cached:
+            return None  # judged before on this very tree: the evaluation's summary counts it
         mark = "✓" if r.green else ("◌" if event.stale else "✗")
         extra = " (stale: the tree changed while it ran)" if event.stale else ""
         cached = " (cached)" if r.cached else ""
@@ -63,29 +69,38 @@ def describe_event(event: Event) -> str | None:
         return f"  gates {green}/{len(event.results)} green, {event.complete_episodes} episode(s) complete{stale}"
     if isinstance(event, CheckpointTaken):
         c = event.record_
-        what = f"episode {c.episode}" if isinstance(c.episode, int) else "manual"
-        return f"✓ checkpoint {c.n} ({what}: {c.label}) {c.commit[:10]}, green: {', '.join(c.gates_green) or '-'}"
+        return f"✓ checkpoint {c.n} ({c.label}) {c.commit[:10]}, green: {', '.join(c.gates_green) or '-'}"
     if isinstance(event, DriftDetected):
         return f"⚠ drift {event.drift}: {event.message}"
     if isinstance(event, WatchPaused):
         return f"⚠ watching paused: {event.reason}"
     if isinstance(event, RetryScheduled):
-        return (f"◌ transient failure {event.failures}: retrying in {format_duration(event.wait_s)} "
-                f"at {time.strftime('%H:%M:%S', time.localtime(event.resume_at))} ({event.reason})")
+        return (
+            f"◌ transient failure {event.failures}: retrying in {format_duration(event.wait_s)} "
+            f"at {time.strftime('%H:%M:%S', time.localtime(event.resume_at))} ({event.reason})"
+        )
     if isinstance(event, RecoveryNeeded):
         f = event.facts
-        base = f"checkpoint {f.base.n} ({', '.join(f.base.gates_green) or 'no gate'} green)" if f.base else "none"
+        base = (
+            f"checkpoint {f.base.n} ({', '.join(f.base.gates_green) or 'no gate'} green)"
+            if f.base
+            else "none"
+        )
         lines = [f"✗ recovery needed: {f.how}; last good state: {base}"]
         if f.regressions:
             lines.append(f"  regressions: {', '.join(f.regressions)}")
-        lines.append(f"  changed since: {len(f.changed_files)} file(s), +{f.lines_added} -{f.lines_removed}")
+        lines.append(
+            f"  changed since: {len(f.changed_files)} file(s), +{f.lines_added} -{f.lines_removed}"
+        )
         return "\n".join(lines)
     if isinstance(event, RecoveryChosen):
         target = f" to {event.target}" if event.target else ""
         return f"→ recovery: {event.choice}{target} ({event.by})"
     if isinstance(event, RolledBack):
-        return (f"✓ rolled back to {event.target.name}; the state before is {event.salvage.name} "
-                f"({event.salvage.ref}): `paella rollback {event.salvage.name}` undoes it")
+        return (
+            f"✓ rolled back to {event.target.name}; the state before is {event.salvage.name} "
+            f"({event.salvage.ref}): `paella rollback {event.salvage.name}` undoes it"
+        )
     if isinstance(event, HandoffWritten):
         return f"  handoff written: {event.path} ({event.size:,} bytes)"
     if isinstance(event, RunDone):
@@ -107,7 +122,13 @@ def printer(stream: TextIO | None = None) -> Callable[[Event], None]:
             return
         out = stream or sys.stdout
         clock = time.strftime("%H:%M:%S", time.localtime(event.at))
-        print("\n".join(f"{clock}  {part}" if i == 0 else f"          {part}"
-                        for i, part in enumerate(line.split("\n"))), file=out, flush=True)
+        print(
+            "\n".join(
+                f"{clock}  {part}" if i == 0 else f"          {part}"
+                for i, part in enumerate(line.split("\n"))
+            ),
+            file=out,
+            flush=True,
+        )
 
     return emit

@@ -145,9 +145,16 @@ class GateFinished(Event):
         """Flatten the result into the ledger record ``paella status`` reads."""
         r = self.result
         return {
-            "gate": r.gate, "status": r.status, "tree": r.tree, "duration_s": round(r.duration_s, 3),
-            "exit_code": r.exit_code, "attempts": r.attempts, "log": r.log_path, "cached": r.cached,
-            "stale": self.stale, "message": r.message,
+            "gate": r.gate,
+            "status": r.status,
+            "tree": r.tree,
+            "duration_s": round(r.duration_s, 3),
+            "exit_code": r.exit_code,
+            "attempts": r.attempts,
+            "log": r.log_path,
+            "cached": r.cached,
+            "stale": self.stale,
+            "message": r.message,
         }
 
 
@@ -165,7 +172,9 @@ class EvaluationFinished(Event):
     def record(self) -> dict[str, Any]:
         """Summarise the evaluation (per-gate details are in their own records)."""
         return {
-            "tree": self.tree, "complete_episodes": self.complete_episodes, "stale": self.stale,
+            "tree": self.tree,
+            "complete_episodes": self.complete_episodes,
+            "stale": self.stale,
             "green": [r.gate for r in self.results if r.green],
             "red": [r.gate for r in self.results if r.status in RED],
         }
@@ -243,9 +252,13 @@ class RecoveryNeeded(Event):
         """The facts, compactly."""
         f = self.facts
         return {
-            "ending": f.ending, "how": f.how, "tail": list(f.tail[-20:]),
-            "base": f.base.n if f.base else None, "regressions": list(f.regressions),
-            "changed_files": list(f.changed_files[:200]), "default": f.default,
+            "ending": f.ending,
+            "how": f.how,
+            "tail": list(f.tail[-20:]),
+            "base": f.base.n if f.base else None,
+            "regressions": list(f.regressions),
+            "changed_files": list(f.changed_files[:200]),
+            "default": f.default,
         }
 
 

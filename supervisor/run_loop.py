@@ -64,6 +64,7 @@ EXIT_DONE = 0
 EXIT_NOT_DONE = 1
 EXIT_CANNOT_START = 2
 
+ATTEMPT_MARKER = "── paella: attempt "
 STATS_EVERY_S = 1.0
 STATS_PERSIST_EVERY_S = 15.0
 
@@ -117,7 +118,9 @@ class RunLoop:
         """The agent's output across attempts, display-ready; poll its ``version``."""
         self.snapshotter = Snapshotter(self.workspace, max_file_size=contract.run.max_file_size)
         view = RunView.load(run)
-        self.attempt = max((int(r.get("attempt", 0)) for r in view.of_kind("agent-started")), default=0)
+        self.attempt = max(
+            (int(r.get("attempt", 0)) for r in view.of_kind("agent-started")), default=0
+        )
         self._transient_failures = 0
         self._auto_recoveries = 0
         self.agent: AgentProcess | None = None
@@ -130,6 +133,7 @@ class RunLoop:
         self._user_stopped = False
         self._wake = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
+        self._pending_decision: Decision | None = None
         self.evaluator = Evaluator(
             run=run,
             contract=contract,
@@ -195,8 +199,12 @@ class RunLoop:
         finished = await self.evaluator.evaluate("before a manual checkpoint")
         green = tuple(r.gate for r in finished.results if r.green) if not finished.stale else ()
         record = await asyncio.to_thread(
-            ckpt.take_checkpoint, self.run_, self.snapshotter, episode="manual",
-            gates_green=green, label=label or "manual checkpoint",
+            ckpt.take_checkpoint,
+            self.run_,
+            self.snapshotter,
+            episode="manual",
+            gates_green=green,
+            label=label or "manual checkpoint",
         )
         self.emit(CheckpointTaken(record_=record))
         return record
@@ -212,6 +220,15 @@ class RunLoop:
         """Why the whole run was asked to end (quit, a signal), or None."""
         return self._stop_requested
 
+    async def roll_back_to(self, target: SnapshotRecord) -> None:
+        """Stop the agent and roll back to ``target`` (``r`` on the main screen), then resume.
+
+        The agent's end goes through recovery as usual, with this choice already made.
+        """
+        self._pending_decision = Decision("rollback", target, by="user")
+        if self.agent is not None and self.agent.returncode is None:
+            await self.stop_agent()
+
     def request_stop(self, reason: str) -> None:
         """End the whole run (quit, SIGHUP, SIGTERM): stop the agent and record why."""
         self._stop_requested = reason
@@ -226,8 +243,10 @@ class RunLoop:
         await asyncio.to_thread(self._stop_orphans)
         self._start_tree = await asyncio.to_thread(self._run_start_tree)
         self.drift = DriftTracker(
-            workspace=self.workspace, contract=self.contract,
-            start_tree=self._start_tree, contract_sha256=self._contract_sha,
+            workspace=self.workspace,
+            contract=self.contract,
+            start_tree=self._start_tree,
+            contract_sha256=self._contract_sha,
         )
         tasks = [
             asyncio.create_task(self.watcher.run(), name="paella-watcher"),
@@ -268,8 +287,10 @@ class RunLoop:
                 if not finished.stale:
                     break
                 finished = await self.evaluator.evaluate("the tree changed while the gates ran")
-            all_green = bool(self.contract.gates) and not finished.stale and all(
-                r.green for r in finished.results
+            all_green = (
+                bool(self.contract.gates)
+                and not finished.stale
+                and all(r.green for r in finished.results)
             )
             exited = self._exited_event(exit_info)
             if self._stop_requested:
@@ -279,19 +300,30 @@ class RunLoop:
             for drift in self.drift.check_claimed_done(exited.exit_code, red):
                 self.emit(drift)
             base = self.evaluator.base
-            for drift in await asyncio.to_thread(self.drift.check_history, base.head if base else None):
+            for drift in await asyncio.to_thread(
+                self.drift.check_history, base.head if base else None
+            ):
                 self.emit(drift)
-            ending = classify(exited, all_gates_green=all_green, transient=self.contract.retry.transient)
+            ending = classify(
+                exited, all_gates_green=all_green, transient=self.contract.retry.transient
+            )
             if ending == "done":
                 self.state = "done"
-                self.emit(RunDone(tree=finished.tree, gates=tuple(r.gate for r in finished.results)))
+                self.emit(
+                    RunDone(tree=finished.tree, gates=tuple(r.gate for r in finished.results))
+                )
                 return EXIT_DONE
-            if ending == "transient" and self._transient_failures < self.contract.retry.max_attempts:
+            if (
+                ending == "transient"
+                and self._transient_failures < self.contract.retry.max_attempts
+            ):
                 self._transient_failures += 1
                 if not await self._retry_wait(exited):
                     return self._stopped(self._stop_requested or "stopped during the retry wait")
                 resume = True
-                handoff_path = await self._write_handoff(ending=f"transient failure: {exited.describe()}")
+                handoff_path = await self._write_handoff(
+                    ending=f"transient failure: {exited.describe()}"
+                )
                 continue
             decision = await self._recover(ending, exited, finished)
             if decision.choice == "stop":
@@ -299,20 +331,36 @@ class RunLoop:
             if decision.choice == "rollback":
                 target = decision.target or self.evaluator.base
                 if target is None:
-                    self.emit(Notice(message="no green checkpoint to roll back to: continuing from the current state", level="warning"))
+                    self.emit(
+                        Notice(
+                            message="no green checkpoint to roll back to: continuing from the current state",
+                            level="warning",
+                        )
+                    )
                 else:
                     await self._rollback(target)
+                    # Judge the restored tree (its results are cached) so the handoff tells the
+                    # next attempt the truth about what is green now.
+                    await self.evaluator.evaluate("after the rollback")
             resume = True
             handoff_path = await self._write_handoff(ending=f"{exited.describe()} ({ending})")
 
     async def _one_attempt(self, *, resume: bool, handoff_path: Path | None) -> ExitInfo | None:
         self.attempt += 1
         self._user_stopped = False
+        # The display tail runs across attempts; a marker line separates them (and lets the
+        # death report show this attempt's lines only).
+        self.tail.feed(f"\n{ATTEMPT_MARKER}{self.attempt} ──\n".encode())
         argv, env = self._command(resume=resume, handoff_path=handoff_path)
         try:
             self.agent = await AgentProcess.start(
-                argv, cwd=self.workspace.root, env=env, tty=self.contract.run.tty,
-                log_path=self.run_.dir / "agent.log", on_output=self._on_output, tail=self.tail,
+                argv,
+                cwd=self.workspace.root,
+                env=env,
+                tty=self.contract.run.tty,
+                log_path=self.run_.dir / "agent.log",
+                on_output=self._on_output,
+                tail=self.tail,
             )
         except AgentStartError as err:
             self.emit(Notice(message=str(err), level="error"))
@@ -322,29 +370,52 @@ class RunLoop:
         self.state = "running"
         self._last_activity = time.monotonic()
         create_time = self.agent.tree.started
-        self.emit(AgentStarted(attempt=self.attempt, pid=self.agent.pid, create_time=create_time,
-                               argv=tuple(argv), resumed=resume, tty=self.contract.run.tty))
+        self.emit(
+            AgentStarted(
+                attempt=self.attempt,
+                pid=self.agent.pid,
+                create_time=create_time,
+                argv=tuple(argv),
+                resumed=resume,
+                tty=self.contract.run.tty,
+            )
+        )
         return await self.agent.wait()
 
     def _exited_event(self, info: ExitInfo) -> AgentExited:
+        tail = list(info.tail)
+        marks = [i for i, line in enumerate(tail) if line.startswith(ATTEMPT_MARKER)]
+        if marks:
+            tail = tail[marks[-1] + 1 :]
         event = AgentExited(
-            attempt=self.attempt, exit_code=info.exit_code, signal=info.signal, tail=info.tail[-40:],
-            leftovers=tuple(f"{p.pid} {p.name} {' '.join(p.cmdline)[:200]}" for p in info.leftovers),
+            attempt=self.attempt,
+            exit_code=info.exit_code,
+            signal=info.signal,
+            tail=tuple(tail[-40:]),
+            leftovers=tuple(
+                f"{p.pid} {p.name} {' '.join(p.cmdline)[:200]}" for p in info.leftovers
+            ),
             stopped_by_user=self._user_stopped or info.stopped,
         )
         self.emit(event)
         return event
 
-    def _command(self, *, resume: bool, handoff_path: Path | None) -> tuple[list[str], dict[str, str]]:
+    def _command(
+        self, *, resume: bool, handoff_path: Path | None
+    ) -> tuple[list[str], dict[str, str]]:
         run_cfg = self.contract.run
         prompt_file = self._prompt_file()
         prompt = prompt_file.read_text(errors="replace")
         handoff_text = handoff_path.read_text(errors="replace") if handoff_path else ""
         template = run_cfg.agent
         values = {
-            "prompt": prompt, "prompt_file": str(prompt_file), "handoff": handoff_text,
-            "handoff_file": str(handoff_path or ""), "attempt": str(self.attempt),
-            "run_id": self.run_.run_id, "session_id": "",
+            "prompt": prompt,
+            "prompt_file": str(prompt_file),
+            "handoff": handoff_text,
+            "handoff_file": str(handoff_path or ""),
+            "attempt": str(self.attempt),
+            "run_id": self.run_.run_id,
+            "session_id": "",
         }
         if resume:
             if run_cfg.resume is not None:
@@ -356,7 +427,8 @@ class RunLoop:
         argv = list(expand_placeholders(template, values))
         env = dict(os.environ)
         env.update(
-            PAELLA_RUN_ID=self.run_.run_id, PAELLA_ATTEMPT=str(self.attempt),
+            PAELLA_RUN_ID=self.run_.run_id,
+            PAELLA_ATTEMPT=str(self.attempt),
             PAELLA_EPISODE=str(self._current_episode()),
         )
         if resume and handoff_path is not None:
@@ -377,17 +449,29 @@ class RunLoop:
     def _current_episode(self) -> int:
         latest = self.evaluator.latest
         for k in range(1, len(self.contract.episodes) + 1):
-            if not all(latest.get(g) is not None and latest[g].green for g in self.contract.episode_gates(k)):
+            if not all(
+                latest.get(g) is not None and latest[g].green
+                for g in self.contract.episode_gates(k)
+            ):
                 return k
         return len(self.contract.episodes)
 
     async def _retry_wait(self, exited: AgentExited) -> bool:
         now = datetime.now(UTC)
-        wait_s, reason = retry_wait(self._transient_failures, self.contract.retry, exited.tail, now=now)
+        wait_s, reason = retry_wait(
+            self._transient_failures, self.contract.retry, exited.tail, now=now
+        )
         self.retry_at = time.time() + wait_s
         self.state = "retry-wait"
-        self.emit(RetryScheduled(attempt=self.attempt, failures=self._transient_failures,
-                                 wait_s=wait_s, resume_at=self.retry_at, reason=reason))
+        self.emit(
+            RetryScheduled(
+                attempt=self.attempt,
+                failures=self._transient_failures,
+                wait_s=wait_s,
+                resume_at=self.retry_at,
+                reason=reason,
+            )
+        )
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=wait_s)
@@ -398,36 +482,58 @@ class RunLoop:
         """End a retry wait now (``R`` during the countdown)."""
         self._wake.set()
 
-    async def _recover(self, ending: str, exited: AgentExited, finished: EvaluationFinished) -> Decision:
+    async def _recover(
+        self, ending: str, exited: AgentExited, finished: EvaluationFinished
+    ) -> Decision:
         self.state = "recovering"
         facts = await asyncio.to_thread(self._facts, ending, exited, finished)
         await self._write_handoff(ending=facts.how)
         self.emit(RecoveryNeeded(facts=facts))
-        decision = await self._decide(facts)
+        if self._pending_decision is not None:
+            decision, self._pending_decision = self._pending_decision, None
+        else:
+            decision = await self._decide(facts)
         if decision.by == "policy":
             self._auto_recoveries += 1
             if self._auto_recoveries > self.contract.retry.max_attempts:
-                self.emit(Notice(message=f"{self._auto_recoveries - 1} automatic recoveries already: stopping instead", level="warning"))
+                self.emit(
+                    Notice(
+                        message=f"{self._auto_recoveries - 1} automatic recoveries already: stopping instead",
+                        level="warning",
+                    )
+                )
                 decision = Decision("stop", by="policy (limit)")
         target = decision.target or (self.evaluator.base if decision.choice == "rollback" else None)
-        self.emit(RecoveryChosen(choice=decision.choice, target=target.name if target else None, by=decision.by))
+        self.emit(
+            RecoveryChosen(
+                choice=decision.choice, target=target.name if target else None, by=decision.by
+            )
+        )
         return decision
 
-    def _facts(self, ending: str, exited: AgentExited, finished: EvaluationFinished) -> RecoveryFacts:
+    def _facts(
+        self, ending: str, exited: AgentExited, finished: EvaluationFinished
+    ) -> RecoveryFacts:
         base = self.evaluator.base
         since = base.tree if base else (self._start_tree or finished.tree)
         changes = changes_between(self.workspace, since, finished.tree)
         added, removed = totals(changes)
         regressions = tuple(
-            r.gate for r in finished.results
+            r.gate
+            for r in finished.results
             if not r.green and r.status != "stale" and self.evaluator.ever_green.get(r.gate)
         )
         how = "stopped by you" if exited.stopped_by_user else exited.describe()
         return RecoveryFacts(
             ending=ending,  # type: ignore[arg-type]
-            how=f"{how}, attempt {exited.attempt}", tail=exited.tail[-15:], base=base,
-            gates_now=finished.results, regressions=regressions,
-            changed_files=tuple(c.path for c in changes), lines_added=added, lines_removed=removed,
+            how=f"{how}, attempt {exited.attempt}",
+            tail=exited.tail[-15:],
+            base=base,
+            gates_now=finished.results,
+            regressions=regressions,
+            changed_files=tuple(c.path for c in changes),
+            lines_added=added,
+            lines_removed=removed,
             default="rollback" if regressions and base is not None else "continue",
         )
 
@@ -450,7 +556,10 @@ class RunLoop:
         base = self.evaluator.base
         now_tree = self._snapshot_tree()
         since = base.tree if base else (self._start_tree or now_tree)
-        changes = [(c.path, c.added or 0, c.removed or 0) for c in changes_between(self.workspace, since, now_tree)]
+        changes = [
+            (c.path, c.added or 0, c.removed or 0)
+            for c in changes_between(self.workspace, since, now_tree)
+        ]
         return render_handoff(handoff_inputs_from_view(view, changes=changes, ending=ending))
 
     def _stopped(self, reason: str) -> int:
@@ -489,9 +598,18 @@ class RunLoop:
                 if os.getsid(proc_pid) == pid and proc_pid != pid:
                     members.append(proc_pid)
         stopped = stop_tree(members, self._stop_grace)
-        self.run_.ledger.append("orphan-stopped", pid=pid, attempt=last.get("attempt"),
-                                processes=[f"{p.pid} {p.name}" for p in stopped])
-        self._consumer(Notice(message=f"stopped agent pid {pid} left running by an earlier paella", level="warning"))
+        self.run_.ledger.append(
+            "orphan-stopped",
+            pid=pid,
+            attempt=last.get("attempt"),
+            processes=[f"{p.pid} {p.name}" for p in stopped],
+        )
+        self._consumer(
+            Notice(
+                message=f"stopped agent pid {pid} left running by an earlier paella",
+                level="warning",
+            )
+        )
 
     async def _tick(self) -> None:
         last_persist = 0.0
@@ -500,9 +618,13 @@ class RunLoop:
             agent = self.agent
             if agent is not None and agent.returncode is None:
                 stats = await asyncio.to_thread(agent.stats)
-                event = AgentStats(attempt=self.attempt, cpu_percent=stats.cpu_percent,
-                                   rss_bytes=stats.rss_bytes, descendants=stats.descendants,
-                                   uptime_s=time.time() - stats.started)
+                event = AgentStats(
+                    attempt=self.attempt,
+                    cpu_percent=stats.cpu_percent,
+                    rss_bytes=stats.rss_bytes,
+                    descendants=stats.descendants,
+                    uptime_s=time.time() - stats.started,
+                )
                 self._consumer(event)
                 if time.monotonic() - last_persist >= STATS_PERSIST_EVERY_S:
                     last_persist = time.monotonic()
@@ -519,6 +641,6 @@ def _pids() -> list[int]:
 def install_signal_handlers(loop: asyncio.AbstractEventLoop, run_loop: RunLoop) -> None:
     """SIGHUP (the pane closed), SIGTERM and SIGINT stop the agent cleanly and record why."""
     for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, run_loop.request_stop, f"paella received {signal.Signals(sig).name}")
-
-
+        loop.add_signal_handler(
+            sig, run_loop.request_stop, f"paella received {signal.Signals(sig).name}"
+        )

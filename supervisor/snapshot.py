@@ -182,7 +182,9 @@ class Snapshotter:
         seen as changed paths instead)."""
         if self._exclude_files is None:
             files = [self.workspace.common_dir / "info" / "exclude"]
-            configured = self.workspace.git.out(["config", "--path", "core.excludesFile"], check=False)
+            configured = self.workspace.git.out(
+                ["config", "--path", "core.excludesFile"], check=False
+            )
             if configured:
                 files.append(Path(configured).expanduser())
             else:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -34,7 +34,9 @@ def _refuse_if_supervised(run: Run | None) -> None:
 def _on_death(args: argparse.Namespace) -> str:
     on_death = args.on_death or "stop"
     if on_death == "ask":
-        raise UsageError("--on-death ask needs the TUI", hint="headless, choose rollback, continue or stop.")
+        raise UsageError(
+            "--on-death ask needs the TUI", hint="headless, choose rollback, continue or stop."
+        )
     return on_death
 
 
@@ -44,17 +46,24 @@ def _supervise(run: Run, *, resume: bool, on_death: str) -> int:
 
     contract = run.load_contract()
     if contract is None:
-        raise UsageError(f"run {run.run_id} has no frozen contract (a manual run)", hint="start one with `paella run`.")
+        raise UsageError(
+            f"run {run.run_id} has no frozen contract (a manual run)",
+            hint="start one with `paella run`.",
+        )
 
     async def main() -> int:
-        loop = RunLoop(run=run, contract=contract, emit=printer(), decide=policy(on_death), resume=resume)
+        loop = RunLoop(
+            run=run, contract=contract, emit=printer(), decide=policy(on_death), resume=resume
+        )
         install_signal_handlers(asyncio.get_running_loop(), loop)
         code = await loop.run()
         if loop.stop_reason and "SIGINT" in loop.stop_reason:
             return 130
         return code
 
-    print(f"paella: run {run.run_id} in {run.workspace.root} (ledger: {run.ledger.path})", flush=True)
+    print(
+        f"paella: run {run.run_id} in {run.workspace.root} (ledger: {run.ledger.path})", flush=True
+    )
     return asyncio.run(main())
 
 
@@ -81,7 +90,9 @@ def resume(args: argparse.Namespace) -> int:
         warn("the TUI is not built yet in this version: running headless")
     _refuse_if_supervised(run_)
     if RunView.load(run_).state() == "done":
-        print(f"run {run_.run_id} is already done: every gate was green. Start a new one with `paella run`.")
+        print(
+            f"run {run_.run_id} is already done: every gate was green. Start a new one with `paella run`."
+        )
         return 0
     run_.ledger.append("resumed", paella_pid=os.getpid())
     return _supervise(run_, resume=True, on_death=_on_death(args))
@@ -112,21 +123,45 @@ def gates(args: argparse.Namespace) -> int:
             lines.append(event.result.gate)
 
     async def main() -> int:
-        evaluator = Evaluator(run=run_, contract=contract, emit=emit,
-                              snapshotter=Snapshotter(ctx.workspace, max_file_size=contract.run.max_file_size),
-                              base=view.last_green_checkpoint, history=view.of_kind("gate-finished"))
+        evaluator = Evaluator(
+            run=run_,
+            contract=contract,
+            emit=emit,
+            snapshotter=Snapshotter(ctx.workspace, max_file_size=contract.run.max_file_size),
+            base=view.last_green_checkpoint,
+            history=view.of_kind("gate-finished"),
+        )
         try:
             finished = await evaluator.evaluate("paella gates", force=True)
         finally:
             await evaluator.close()
         if args.json:
-            print(json.dumps({
-                "tree": finished.tree, "stale": finished.stale, "complete_episodes": finished.complete_episodes,
-                "gates": [{"name": r.gate, "status": r.status, "duration_s": round(r.duration_s, 3),
-                           "exit_code": r.exit_code, "log": r.log_path, "message": r.message}
-                          for r in finished.results],
-            }, indent=2))
-        return 0 if finished.results and all(r.green for r in finished.results) and not finished.stale else 1
+            print(
+                json.dumps(
+                    {
+                        "tree": finished.tree,
+                        "stale": finished.stale,
+                        "complete_episodes": finished.complete_episodes,
+                        "gates": [
+                            {
+                                "name": r.gate,
+                                "status": r.status,
+                                "duration_s": round(r.duration_s, 3),
+                                "exit_code": r.exit_code,
+                                "log": r.log_path,
+                                "message": r.message,
+                            }
+                            for r in finished.results
+                        ],
+                    },
+                    indent=2,
+                )
+            )
+        return (
+            0
+            if finished.results and all(r.green for r in finished.results) and not finished.stale
+            else 1
+        )
 
     return asyncio.run(main())
 
@@ -142,14 +177,18 @@ def handoff(args: argparse.Namespace) -> int:
     assert run_ is not None
     view = RunView.load(run_)
     if view.contract is None:
-        raise UsageError(f"run {run_.run_id} has no contract (a manual run): there is nothing to hand off")
+        raise UsageError(
+            f"run {run_.run_id} has no contract (a manual run): there is nothing to hand off"
+        )
     snapshotter = ctx.snapshotter(run_)
     with snapshotter.locked():
         now = snapshotter.take().tree
     base = view.last_green_checkpoint
     start = next((r["tree"] for r in view.of_kind("run-tree")), None)
     since = base.tree if base else (start or now)
-    changes = [(c.path, c.added or 0, c.removed or 0) for c in changes_between(ctx.workspace, since, now)]
+    changes = [
+        (c.path, c.added or 0, c.removed or 0) for c in changes_between(ctx.workspace, since, now)
+    ]
     text = render_handoff(handoff_inputs_from_view(view, changes=changes))
     path = write_handoff(run_.dir, text)
     if args.output:
