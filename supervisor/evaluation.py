@@ -126,7 +126,7 @@ class Evaluator:
         self._closed = False
         self._triggers: deque[float] = deque()
         self._stale_streak = 0
-        self._seed(history)
+        self.seed(history)
 
     # -- state -----------------------------------------------------------------------------
 
@@ -159,9 +159,16 @@ class Evaluator:
         from_gates = self._complete(set(base.gates_green))
         return max(from_gates, base.episode if isinstance(base.episode, int) else 0)
 
-    def set_base(self, record: SnapshotRecord | None) -> None:
-        """Make ``record`` the base (after a rollback restored it; None: no green base)."""
+    def set_base(self, record: SnapshotRecord | None, *, restart_history: bool = False) -> None:
+        """Make ``record`` the base (after a rollback restored it; None: no green base).
+
+        With ``restart_history`` (a rollback), what counts as "was green" starts again from the
+        restored checkpoint: a gate that passed only on the abandoned work is not a regression.
+        """
         self._base = record
+        if restart_history:
+            self._ever_green = {g: [record.tree] for g in record.gates_green} if record else {}
+            self._regressed = set()
 
     def triggers_last_minute(self) -> int:
         """How many times :meth:`request` was called in the last 60 seconds (the flapping guard)."""
@@ -472,7 +479,7 @@ class Evaluator:
 
     # -- a resumed run ---------------------------------------------------------------------
 
-    def _seed(self, history: Iterable[dict[str, Any]]) -> None:
+    def seed(self, history: Iterable[dict[str, Any]]) -> None:
         """Learn latest, ever_green and the regressions already reported from the ledger."""
         known = set(self._keys)
         for record in history:

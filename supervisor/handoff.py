@@ -619,12 +619,9 @@ def handoff_inputs_from_view(
             hint="start a run with `paella run` in a workspace with a paella.toml.",
         )
     newest: dict[str, Mapping[str, Any]] = {}
-    ever_green: set[str] = set()
     for record in view.of_kind("gate-finished"):
-        name = str(record.get("gate", ""))
-        newest[name] = record
-        if record.get("status") in GREEN and not record.get("stale"):
-            ever_green.add(name)
+        newest[str(record.get("gate", ""))] = record
+    ever_green = view.ever_green()
     results: list[GateResult] = []
     log_lines: dict[str, int] = {}
     for gate in contract.gates:

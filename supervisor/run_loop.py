@@ -140,8 +140,11 @@ class RunLoop:
             snapshotter=self.snapshotter,
             emit=self.emit,
             base=view.last_green_checkpoint,
-            history=view.of_kind("gate-finished"),
         )
+        if view.of_kind("rollback-done"):
+            # What was green restarts at the restored checkpoint (as it did in the run before).
+            self.evaluator.set_base(view.last_green_checkpoint, restart_history=True)
+        self.evaluator.seed(view.gate_history())
         started = view.of_kind("run-started")
         self._contract_sha = (started[0].get("contract") or {}).get("sha256", "") if started else ""
         self._start_tree: str | None = None
@@ -541,8 +544,8 @@ class RunLoop:
         # The watcher sees the restored files and queues an evaluation; the restored tree's
         # results are cached, so it re-runs nothing.
         result = await asyncio.to_thread(rollback, self.run_, target, snapshotter=self.snapshotter)
-        if target.kind == "checkpoints":
-            self.evaluator.set_base(target if isinstance(target.episode, int) else None)
+        restored = target if target.kind == "checkpoints" and isinstance(target.episode, int) else None
+        self.evaluator.set_base(restored, restart_history=True)
         self.emit(RolledBack(target=target, salvage=result.salvage))
 
     async def _write_handoff(self, *, ending: str) -> Path:

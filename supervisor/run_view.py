@@ -114,10 +114,34 @@ class RunView:
             "started": last.get("t"),
         }
 
+    def gate_history(self) -> list[dict[str, Any]]:
+        """The gate-finished records since the last rollback (what counts for regressions)."""
+        history: list[dict[str, Any]] = []
+        for record in self.records:
+            if record.get("kind") == "gate-finished":
+                history.append(record)
+            elif record.get("kind") == "rollback-done":
+                history = []
+        return history
+
+    def ever_green(self) -> set[str]:
+        """Gates green on some tree of this run; a rollback restarts this from the restored checkpoint."""
+        green: set[str] = set()
+        by_ref = {c.ref: c for c in self.checkpoints}
+        for record in self.records:
+            kind = record.get("kind")
+            if kind == "gate-finished":
+                if record.get("status") in ("pass", "flaky") and not record.get("stale"):
+                    green.add(record.get("gate", ""))
+            elif kind == "rollback-done":
+                restored = by_ref.get(record.get("target_ref", ""))
+                green = set(restored.gates_green) if restored is not None else set()
+        return green
+
     def gate_results(self) -> dict[str, dict[str, Any]]:
         """The latest result of each gate, with whether it was ever green and has regressed."""
         results: dict[str, dict[str, Any]] = {}
-        ever_green: set[str] = set()
+        ever_green = self.ever_green()
         for record in self.of_kind("gate-finished", "gate-started"):
             name = record.get("gate", "")
             if record["kind"] == "gate-started":
@@ -129,8 +153,6 @@ class RunView:
                 }
                 continue
             status = record.get("status", "error")
-            if status in ("pass", "flaky") and not record.get("stale"):
-                ever_green.add(name)
             results[name] = {
                 "name": name,
                 "status": "stale" if record.get("stale") else status,
