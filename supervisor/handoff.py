@@ -26,7 +26,7 @@ from supervisor.checkpoints import SnapshotRecord
 from supervisor.contract import Contract
 from supervisor.durations import format_duration
 from supervisor.errors import UsageError
-from supervisor.events import GREEN, RED, AgentExited, GateResult, GateStatus
+from supervisor.events import RED, AgentExited, GateResult, GateStatus
 from supervisor.files import write_atomic
 from supervisor.run_view import RunView
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 
@@ -17,6 +18,14 @@ from supervisor.workspace import Workspace
 def warn(message: str) -> None:
     """Print a warning a person must act on, to stderr."""
     print(f"paella: warning: {message}", file=sys.stderr)
+
+
+def command_found(argv: tuple[str, ...], root: object) -> bool:
+    """Whether the command ``argv[0]`` can be found (on PATH, or as a path from ``root``)."""
+    first = argv[0]
+    if "/" in first:
+        return shutil.which(first, path=str(root)) is not None or shutil.which(first) is not None
+    return shutil.which(first) is not None
 
 
 def use_color() -> bool:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import shutil
 import sys
 
-from paella_tui.commands.context import Context
+from paella_tui.commands.context import Context, command_found
 from supervisor.contract import CONTRACT_FILE, Contract
 from supervisor.contract_template import detect_gates, parse_gate_option, render_contract
 from supervisor.durations import format_duration, format_size
@@ -39,13 +38,6 @@ def init(args: argparse.Namespace) -> int:
         print("  no test command detected: the example gate fails until you edit it")
     print("  next: edit the task, gates and episodes, then `paella check` and `paella run`")
     return 0
-
-
-def _command_found(argv: tuple[str, ...], root: object) -> bool:
-    first = argv[0]
-    if "/" in first:
-        return shutil.which(first, path=str(root)) is not None or shutil.which(first) is not None
-    return shutil.which(first) is not None
 
 
 def describe_run(contract: Contract) -> list[str]:
@@ -112,7 +104,7 @@ def check(args: argparse.Namespace) -> int:
         problems.append(
             (EXIT_USAGE, "the contract has no episode: add [[episode]] tables naming gates")
         )
-    if not _command_found(contract.run.agent, ws.root):
+    if not command_found(contract.run.agent, ws.root):
         problems.append(
             (
                 EXIT_USAGE,
@@ -121,7 +113,7 @@ def check(args: argparse.Namespace) -> int:
             )
         )
     for gate in contract.gates:
-        if not _command_found(gate.argv, ws.root):
+        if not command_found(gate.argv, ws.root):
             problems.append(
                 (EXIT_USAGE, f"gate {gate.name!r}: command {gate.argv[0]!r} is not found on PATH")
             )

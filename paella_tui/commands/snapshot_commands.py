@@ -33,7 +33,15 @@ def checkpoint(args: argparse.Namespace) -> int:
     ctx = Context.open()
     ctx.workspace.require_quiet("take a checkpoint")
     run = ctx.run_for_writing("manual checkpoint")
-    record = ckpt.take_checkpoint(run, ctx.snapshotter(run), episode="manual", label=args.label)
+    snapshotter = ctx.snapshotter(run)
+    with snapshotter.locked("a checkpoint"):
+        snap = snapshotter.take()
+    # The gates green on exactly this tree, as judged before (the TUI's `c` runs them first;
+    # here they are not re-run, so only results on this very tree count).
+    green = _green_on(run, snap.tree)
+    record = ckpt.take_checkpoint(
+        run, snapshotter, episode="manual", label=args.label, gates_green=green, snap=snap
+    )
     where = (
         f"{record.branch or 'detached HEAD'} @ {record.head[:7]}"
         if record.head
@@ -44,6 +52,14 @@ def checkpoint(args: argparse.Namespace) -> int:
     for line in _describe_snapshot_extras(record):
         print(line)
     return 0
+
+
+def _green_on(run: Run, tree: str) -> tuple[str, ...]:
+    newest: dict[str, dict[str, object]] = {}
+    for record in run.ledger.read().of_kind("gate-finished"):
+        if record.get("tree") == tree and not record.get("stale"):
+            newest[str(record.get("gate"))] = record
+    return tuple(name for name, r in newest.items() if r.get("status") in ("pass", "flaky"))
 
 
 def checkpoints(args: argparse.Namespace) -> int:
