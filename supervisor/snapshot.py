@@ -29,6 +29,8 @@ from supervisor.workspace import Workspace
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
 _UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)
 _MAX_RETRIES = 50
+# Attributes under which git may change a file's bytes between the work tree and a blob.
+_CONVERTING_ATTRIBUTES = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Snapshotter:
         self.memo_file = workspace.state_dir / "snapshot.memo.json"
         self.git = Git(workspace.root, index_file=self.index_file)
         self._exclude_files: list[Path] | None = None
+        self._autocrlf: bool | None = None
 
     @contextlib.contextmanager
     def locked(self, what: str = "a snapshot") -> Iterator[None]:
@@ -127,6 +130,7 @@ class Snapshotter:
             else:
                 to_update.append(path)
         self._update_index(to_update, skipped)
+        self._keep_raw_bytes(to_update)
         # Two whole-index scans are needed only when what they find can have changed: the memo
         # of the last snapshot says so, unless someone else (a rollback) rewrote the index.
         touched = [*changed, *gone, *untracked]
@@ -266,6 +270,67 @@ class Snapshotter:
                 skipped.append(SkippedFile(bad, f"unreadable: {reason}"))
                 pending.remove(bad)
         raise GitError(["update-index"], 1, f"gave up after {_MAX_RETRIES} unreadable paths")
+
+    def _keep_raw_bytes(self, paths: list[str]) -> None:
+        """Store the exact bytes of files that git's conversion changed on the way in.
+
+        ``update-index`` hashes a file the way ``git add`` would: ``text``/``eol`` attributes,
+        ``core.autocrlf`` and clean filters may rewrite it (a CRLF file under ``* text=auto`` is
+        stored with LF). A checkpoint must give back what was on disk, so for those files the
+        raw bytes are hashed (``--no-filters``) and put in the private index instead. Such entries
+        carry no stat data, so only these few files are hashed again by the next snapshot.
+        """
+        root = self.workspace.root
+        files = [
+            p
+            for p in paths
+            if "\n" not in p and os.path.isfile(root / p) and not os.path.islink(root / p)
+        ]
+        if not files:
+            return
+        if self._autocrlf is None:
+            value = self.git.out(["config", "--get", "core.autocrlf"], check=False).strip().lower()
+            self._autocrlf = value in ("true", "input")
+        if not self._autocrlf:
+            data = self.git.run(
+                ["check-attr", "-z", "--stdin", *_CONVERTING_ATTRIBUTES],
+                input=encode_paths_z(files),
+            ).stdout.split(b"\0")
+            # -z output: path, attribute, value triplets.
+            converting = {
+                data[i].decode(errors="surrogateescape")
+                for i in range(0, len(data) - 2, 3)
+                if data[i + 2] not in (b"unspecified", b"unset")
+            }
+            files = [p for p in files if p in converting]
+            if not files:
+                return
+        literal = {"GIT_LITERAL_PATHSPECS": "1"}
+        stored: dict[str, tuple[str, str]] = {}
+        for entry in self.git.run(["ls-files", "-z", "-s", "--", *files], env=literal).stdout.split(
+            b"\0"
+        ):
+            if entry:
+                meta, path = entry.split(b"\t", 1)
+                mode, sha, _stage = meta.decode().split(" ")
+                stored[path.decode(errors="surrogateescape")] = (mode, sha)
+        present = [p for p in files if p in stored]
+        raw = self.git.out(
+            ["hash-object", "--no-filters", "--stdin-paths"],
+            input="".join(f"{p}\n" for p in present).encode(errors="surrogateescape"),
+        ).split("\n")
+        differ = [(p, sha) for p, sha in zip(present, raw, strict=True) if stored[p][1] != sha]
+        if not differ:
+            return
+        self.git.run(
+            ["hash-object", "-w", "--no-filters", "--stdin-paths"],
+            input="".join(f"{p}\n" for p, _ in differ).encode(errors="surrogateescape"),
+        )
+        info = b"".join(
+            f"{stored[p][0]} {sha}\t".encode() + p.encode(errors="surrogateescape") + b"\0"
+            for p, sha in differ
+        )
+        self.git.run(["update-index", "-z", "--index-info"], input=info)
 
     def _drop_newly_ignored(self) -> None:
         # A path snapshotted while untracked stays in the private index even after it becomes

@@ -511,11 +511,6 @@ def test_rollback_never_overwrites_an_ignored_file(repo: Path, git, paella) -> N
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limitation: snapshots go through git's own conversion, so a CRLF file under "
-    "`text=auto` is stored (and restored) with LF endings; raw hashing is planned",
-)
 def test_line_endings_survive_a_rollback_under_text_attributes(
     repo: Path, git, paella, tree_state
 ) -> None:
@@ -534,3 +529,18 @@ def test_line_endings_survive_a_rollback_under_text_attributes(
         "the checkpoint did not keep the file's bytes: CRLF became LF"
     )
     assert tree_state(repo) == checkpoint_state
+
+
+def test_autocrlf_input_keeps_crlf_bytes_through_checkpoint_and_salvage(
+    repo: Path, git, paella
+) -> None:
+    """``core.autocrlf=input`` converts CRLF on the way in; snapshots keep the raw bytes both ways."""
+    git(repo, "config", "core.autocrlf", "input")
+    write(repo / "dos.txt", b"one\r\ntwo\r\n")
+    ok(paella(repo, "checkpoint"))
+    write(repo / "dos.txt", b"damaged\r\n")
+
+    ok(paella(repo, "rollback", "1", "--yes"))
+    assert (repo / "dos.txt").read_bytes() == b"one\r\ntwo\r\n"
+    ok(paella(repo, "rollback", "salvage:1", "--yes"))
+    assert (repo / "dos.txt").read_bytes() == b"damaged\r\n"
