@@ -21,7 +21,7 @@ _HANDLERS = {
     "check": ("contract_commands", "check"),
     "run": ("engine_commands", "run"),
     "resume": ("engine_commands", "resume"),
-    "demo": ("pending", "demo"),
+    "demo": ("demo_command", "demo"),
     "status": ("status_commands", "status"),
     "log": ("status_commands", "log"),
     "gates": ("engine_commands", "gates"),

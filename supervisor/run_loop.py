@@ -171,6 +171,11 @@ class RunLoop:
             task.add_done_callback(self._background.discard)
         self._consumer(event)
 
+    async def _background_checks(self) -> None:
+        """Wait for the path-drift checks of the evaluations so far."""
+        while pending := [task for task in self._background if not task.done()]:
+            await asyncio.wait(pending)
+
     async def _check_tree(self, tree: str) -> None:
         assert self.drift is not None
         for drift in await asyncio.to_thread(self.drift.check_tree, tree):
@@ -258,6 +263,10 @@ class RunLoop:
         try:
             return await self._attempts()
         finally:
+            # The verdict is in: nothing is judged or recorded after it (no evaluation a late
+            # watcher trigger queued, no drift check of one).
+            await self.evaluator.close()
+            tasks += self._background
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -265,7 +274,6 @@ class RunLoop:
                     await task
             if self.agent is not None and self.agent.returncode is None:
                 await self.agent.stop(self._stop_grace)
-            await self.evaluator.close()
 
     async def _attempts(self) -> int:
         resume = self._resume_first
@@ -307,6 +315,9 @@ class RunLoop:
                 self.drift.check_history, base.head if base else None
             ):
                 self.emit(drift)
+            # The final tree's path drift (protected, scope, contract) is judged in the
+            # background: it belongs before the verdict, in the ledger and in the handoff.
+            await self._background_checks()
             ending = classify(
                 exited, all_gates_green=all_green, transient=self.contract.retry.transient
             )

@@ -60,6 +60,14 @@ def isolated_git_environment() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def keep_no_color() -> Iterator[None]:
+    """Textual deletes ``NO_COLOR`` from the environment when an App starts; put it back, so
+    tests after a TUI test (and the subprocesses they start) still run without colour."""
+    yield
+    os.environ["NO_COLOR"] = "1"
+
+
 class GitRunner:
     """``git(repo, *args)`` runs git in ``repo`` and returns its stdout (checked, text)."""
 

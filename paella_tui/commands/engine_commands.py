@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from paella_tui.commands.context import Context, warn
+from paella_tui.commands.context import Context, command_found, warn
 from supervisor.errors import UsageError, WorkspaceError
 from supervisor.run_view import RunView, process_alive
 from supervisor.runs import Run
@@ -31,17 +31,26 @@ def _refuse_if_supervised(run: Run | None) -> None:
         break
 
 
-def _on_death(args: argparse.Namespace) -> str:
-    on_death = args.on_death or "stop"
-    if on_death == "ask":
+def _use_tui(args: argparse.Namespace) -> bool:
+    """The TUI unless ``--headless``; without a terminal, headless with a one-line notice."""
+    if args.headless:
+        return False
+    if all(os.isatty(fd) for fd in (0, 1, 2)):
+        return True
+    warn("not a terminal: running headless (say --headless to silence this)")
+    return False
+
+
+def _on_death(args: argparse.Namespace, *, tui: bool) -> str:
+    on_death = args.on_death or ("ask" if tui else "stop")
+    if on_death == "ask" and not tui:
         raise UsageError(
             "--on-death ask needs the TUI", hint="headless, choose rollback, continue or stop."
         )
     return on_death
 
 
-def _supervise(run: Run, *, resume: bool, on_death: str) -> int:
-    from paella_tui.headless import printer
+def _supervise(run: Run, *, resume: bool, on_death: str, tui: bool = False) -> int:
     from supervisor.run_loop import RunLoop, install_signal_handlers, policy
 
     contract = run.load_contract()
@@ -50,6 +59,14 @@ def _supervise(run: Run, *, resume: bool, on_death: str) -> int:
             f"run {run.run_id} has no frozen contract (a manual run)",
             hint="start one with `paella run`.",
         )
+    if tui:
+        # Textual is imported here only: `paella --help` and headless runs never load it.
+        from paella_tui.app import PaellaApp, run_app
+
+        app = PaellaApp(run=run, contract=contract, resume=resume, on_death=on_death)
+        return asyncio.run(run_app(app))
+
+    from paella_tui.headless import printer
 
     async def main() -> int:
         loop = RunLoop(
@@ -72,12 +89,17 @@ def run(args: argparse.Namespace) -> int:
     ctx = Context.open()
     ctx.workspace.require_quiet("start a run")
     contract = ctx.contract()
-    if not args.headless:
-        warn("the TUI is not built yet in this version: running headless")
-    on_death = _on_death(args)
+    if not command_found(contract.run.agent, ctx.workspace.root):
+        raise UsageError(
+            f"the agent command {contract.run.agent[0]!r} is not found on PATH",
+            hint="install it, or fix `agent` in paella.toml (`paella check` shows the command). "
+            "Nothing was started.",
+        )
+    tui = _use_tui(args)
+    on_death = _on_death(args, tui=tui)
     _refuse_if_supervised(ctx.store.current())
     run_ = ctx.store.create(contract, manual=False)
-    return _supervise(run_, resume=False, on_death=on_death)
+    return _supervise(run_, resume=False, on_death=on_death, tui=tui)
 
 
 def resume(args: argparse.Namespace) -> int:
@@ -86,8 +108,8 @@ def resume(args: argparse.Namespace) -> int:
     ctx.workspace.require_quiet("resume a run")
     run_ = ctx.current_run()
     assert run_ is not None
-    if not args.headless:
-        warn("the TUI is not built yet in this version: running headless")
+    tui = _use_tui(args)
+    on_death = _on_death(args, tui=tui)
     _refuse_if_supervised(run_)
     if RunView.load(run_).state() == "done":
         print(
@@ -95,7 +117,7 @@ def resume(args: argparse.Namespace) -> int:
         )
         return 0
     run_.ledger.append("resumed", paella_pid=os.getpid())
-    return _supervise(run_, resume=True, on_death=_on_death(args))
+    return _supervise(run_, resume=True, on_death=on_death, tui=tui)
 
 
 def gates(args: argparse.Namespace) -> int:

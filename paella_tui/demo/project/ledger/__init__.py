@@ -1,0 +1,1 @@
+"""A tiny event ledger: ingest each event once, keep e-mail addresses private, export, summarise."""

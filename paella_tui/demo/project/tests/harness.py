@@ -1,0 +1,36 @@
+"""A tiny test runner, so the checks need nothing but Python: ``python tests/check_export.py``.
+
+Each check module defines ``test_*`` functions that use plain ``assert`` and ends by calling
+:func:`run`; pytest can run them as they are, too. Exit status 0 means every test passed.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+# Run as a script, a check sees only tests/ on sys.path: add the project root, for `ledger`.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def run(namespace: dict[str, object]) -> int:
+    """Run every ``test_*`` function in ``namespace``; print one line each; 1 if any failed."""
+    tests: list[tuple[str, Callable[[], object]]] = [
+        (name, value)
+        for name, value in namespace.items()
+        if name.startswith("test_") and callable(value)
+    ]
+    failed = 0
+    for name, test in tests:
+        try:
+            test()
+        except Exception:
+            failed += 1
+            print(f"FAIL {name}")
+            traceback.print_exc(file=sys.stdout)
+        else:
+            print(f"ok   {name}")
+    print(f"{len(tests) - failed} passed, {failed} failed")
+    return 1 if failed else 0

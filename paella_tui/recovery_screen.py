@@ -1,0 +1,209 @@
+"""The recovery screen (SPEC 9): the agent's attempt ended without the run being done.
+
+The facts come first (how it ended, the last green checkpoint, the gates now with regressions
+marked, what changed since, the last output), then one key per choice. The default choice is
+highlighted and explained in one line, and Enter takes it. The screen dismisses with the
+engine's :class:`Decision`; picking a checkpoint and viewing the diff open their own screens and
+come back here.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import Footer, OptionList, Static
+from textual.widgets.option_list import Option
+
+from paella_tui.diff_screen import DiffScreen
+from paella_tui.picker_screen import PickerScreen
+from supervisor.checkpoints import SnapshotRecord
+from supervisor.events import RecoveryFacts
+from supervisor.run_loop import Decision
+from supervisor.runs import Run
+from widgets.recovery_panel import RecoveryPanel
+
+
+def _how_and_attempt(facts: RecoveryFacts) -> tuple[str, str]:
+    """``("exit 1", "2")`` from ``exit 1, attempt 2`` (the attempt is empty when not given)."""
+    how, sep, attempt = facts.how.rpartition(", attempt ")
+    return (how, attempt) if sep else (facts.how, "")
+
+
+def recovery_title(facts: RecoveryFacts) -> str:
+    """The plain headline: ``✗ The agent died: exit 1 (attempt 2)``, ``■ You stopped the agent``."""
+    how, attempt = _how_and_attempt(facts)
+    which = f" (attempt {attempt})" if attempt else ""
+    if facts.ending == "stopped":
+        return "■ You stopped the agent"
+    if facts.ending == "claimed-done":
+        return "⚠ The agent said it was done, but gates are red"
+    if facts.ending == "transient":
+        return f"✗ The agent died: {how}{which}, and the retries are used up"
+    return f"✗ The agent died: {how}{which}"
+
+
+def _names(gates: tuple[str, ...]) -> str:
+    noun = "gate" if len(gates) == 1 else "gates"
+    return f"{noun} {', '.join(gates)}"
+
+
+def default_reason(facts: RecoveryFacts) -> str:
+    """The default choice and why, in one line."""
+    base = facts.base
+    if facts.default == "rollback" and base is not None:
+        return (
+            f"Default: roll back — {_names(facts.regressions)} regressed after checkpoint "
+            f"{base.n}, so the last good state is safer to resume from"
+        )
+    if base is None:
+        if facts.regressions:
+            return (
+                f"Default: resume from here — {_names(facts.regressions)} regressed, but there "
+                "is no green checkpoint to roll back to"
+            )
+        return "Default: resume from here — there is no green checkpoint to roll back to yet"
+    return (
+        f"Default: resume from here — nothing regressed since checkpoint {base.n}, so the work "
+        "since then is worth keeping"
+    )
+
+
+class RecoveryScreen(Screen[Decision]):
+    """The facts of a failed attempt, then one key per choice; dismisses with the Decision."""
+
+    CSS_PATH = "styles/screens.tcss"
+    AUTO_FOCUS = "#recovery-choices"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "rollback", "Roll back"),
+        Binding("c", "resume_here", "Resume here"),
+        Binding("p", "pick", "Pick"),
+        Binding("d", "diff", "Diff"),
+        Binding("h", "handoff_stop", "Handoff+stop"),
+        Binding("enter", "take_default", "Default", show=False),
+    ]
+
+    def __init__(self, facts: RecoveryFacts, *, run: Run) -> None:
+        super().__init__()
+        self.facts = facts
+        """What happened: the engine's facts for this recovery."""
+        self.run = run
+        """The run (the picker and the diff read their checkpoints and its workspace)."""
+
+    def compose(self) -> ComposeResult:
+        """Title, facts, the default explained, the choices, a line for refusals, the footer."""
+        facts = self.facts
+        # A death reads as an error; a stop, or a claim of done, as a warning.
+        warning = facts.ending in ("stopped", "claimed-done")
+        yield Static(
+            recovery_title(facts), id="recovery-title", classes="-warning" if warning else "-died"
+        )
+        yield RecoveryPanel(facts, id="recovery-facts")
+        yield Static(Content.assemble(("⏎ ", "bold"), default_reason(facts)), id="recovery-default")
+        yield OptionList(*self._options(), id="recovery-choices")
+        notice = Static("", id="recovery-notice")
+        notice.display = False  # shown only when a key is refused
+        yield notice
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        """Highlight the default choice, so Enter on the list takes it too."""
+        choices = self.query_one("#recovery-choices", OptionList)
+        choices.highlighted = choices.get_option_index(self.facts.default)
+
+    def _options(self) -> list[Option]:
+        base = self.facts.base
+        default = self.facts.default
+
+        def prompt(key: str, text: str, choice: str, note: str = "") -> Content:
+            mark = ("  ◀ default", "bold $text-accent") if choice == default else ""
+            return Content.assemble((f" {key} ", "bold reverse"), f" {text}", (note, "dim"), mark)
+
+        if base is not None:
+            rollback = Option(
+                prompt(
+                    "r", f"Roll back to checkpoint {base.n} and resume", "rollback", " (undoable)"
+                ),
+                id="rollback",
+            )
+        else:
+            rollback = Option(
+                Content.assemble(
+                    (" r ", "bold"), " Roll back: not possible, there is no green checkpoint yet"
+                ),
+                id="rollback",
+                disabled=True,
+            )
+        since = f"checkpoint {base.n}" if base is not None else "the newest checkpoint"
+        return [
+            rollback,
+            Option(prompt("c", "Resume from the current state", "continue"), id="continue"),
+            Option(
+                prompt("p", "Pick a checkpoint to roll back to, then resume", "pick"), id="pick"
+            ),
+            Option(prompt("d", f"View the diff since {since}", "diff"), id="diff"),
+            Option(
+                prompt("h", "Write the handoff and stop", "stop", " (paella resume continues)"),
+                id="stop",
+            ),
+        ]
+
+    @on(OptionList.OptionSelected, "#recovery-choices")
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        action = {
+            "rollback": self.action_rollback,
+            "continue": self.action_resume_here,
+            "pick": self.action_pick,
+            "diff": self.action_diff,
+            "stop": self.action_handoff_stop,
+        }.get(event.option_id or "")
+        if action is not None:
+            action()
+
+    def action_take_default(self) -> None:
+        """Take the default choice (Enter)."""
+        if self.facts.default == "rollback":
+            self.action_rollback()
+        else:
+            self.action_resume_here()
+
+    def action_rollback(self) -> None:
+        """Roll back to the last green checkpoint, then resume; refused, visibly, without one."""
+        if self.facts.base is None:
+            self.app.bell()
+            notice = self.query_one("#recovery-notice", Static)
+            notice.display = True
+            notice.update(
+                Content.assemble(
+                    ("✗ Cannot roll back: ", "bold $text-error"),
+                    "there is no green checkpoint yet. p picks another snapshot; "
+                    "c resumes from the current state.",
+                )
+            )
+            return
+        self.dismiss(Decision("rollback", self.facts.base))
+
+    def action_resume_here(self) -> None:
+        """Resume from the current state."""
+        self.dismiss(Decision("continue"))
+
+    def action_pick(self) -> None:
+        """Pick a checkpoint (or salvage snapshot); a pick rolls back to it, Escape comes back."""
+
+        def picked(record: SnapshotRecord | None) -> None:
+            if record is not None:
+                self.dismiss(Decision("rollback", record))
+
+        self.app.push_screen(PickerScreen(self.run), picked)
+
+    def action_diff(self) -> None:
+        """View the diff from the last green checkpoint to now, then come back."""
+        self.app.push_screen(DiffScreen(self.run, self.facts.base))
+
+    def action_handoff_stop(self) -> None:
+        """Stop here; the engine has written the handoff, and ``paella resume`` continues later."""
+        self.dismiss(Decision("stop"))

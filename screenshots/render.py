@@ -1,0 +1,442 @@
+"""Render the README screenshots: every screen at 120×36 from a scripted, synthetic run.
+
+    python screenshots/render.py          # writes screenshots/*.svg, main.png and recovery.png
+
+Like Harlequin's ``export_screenshots.py``, it opens each screen in a headless App at a fixed
+size with ``run_test`` and saves what it shows. The run is real (a repository in a fixed
+temporary folder, real checkpoints and a real rollback) but scripted: its id, its clock, its
+commit dates and its file contents are fixed, so the pictures change only when the UI does.
+The PNGs need ``rsvg-convert`` (Debian: ``apt-get install librsvg2-bin``); without it the SVGs
+are still written, and the script says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+SIZE = (120, 36)
+WORKSPACE = Path("/tmp/paella-screenshots/ledger-service")
+RUN_ID = "20261129-021455-ab12"
+START = datetime(2026, 11, 29, 2, 14, 55, tzinfo=UTC)
+
+CONTRACT = """\
+[run]
+name = "ledger-service"
+prompt = "Build the event ledger, episode by episode."
+agent = "claude -p {prompt}"
+resume = "claude --continue -p {handoff}"
+scope = ["src/**", "tests/**"]
+
+[[gate]]
+name = "idempotency"
+cmd = "pytest -q tests/test_idempotency.py"
+
+[[gate]]
+name = "privacy"
+cmd = "pytest -q tests/test_privacy.py"
+
+[[gate]]
+name = "export"
+cmd = "pytest -q tests/test_export.py"
+
+[[gate]]
+name = "lint"
+cmd = "ruff check src"
+
+[[episode]]
+name = "idempotent ingest"
+goal = "Replaying an event twice changes nothing."
+gates = ["idempotency"]
+
+[[episode]]
+name = "privacy"
+goal = "No raw e-mail address reaches a log or an export."
+gates = ["privacy"]
+
+[[episode]]
+name = "csv export"
+goal = "Every ledger entry can be exported as CSV, one row per event."
+gates = ["export", "lint"]
+
+[[constraint]]
+text = "The public function ingest(event) keeps its signature."
+protect = ["tests/**", "paella.toml"]
+"""
+
+INGEST_V1 = '''\
+"""The event ledger: ingest events once, however often they arrive."""
+
+_seen: set[str] = set()
+_entries: list[dict] = []
+
+
+def ingest(event: dict) -> list[dict]:
+    """Add ``event`` to the ledger unless its id was seen before."""
+    if event["id"] in _seen:
+        return _entries
+    _seen.add(event["id"])
+    _entries.append(event)
+    return _entries
+'''
+
+PRIVACY = '''\
+"""Keep raw e-mail addresses out of logs and exports."""
+
+import hashlib
+
+
+def mask(address: str) -> str:
+    """A stable stand-in for an e-mail address."""
+    return "user-" + hashlib.sha256(address.encode()).hexdigest()[:12]
+'''
+
+# The agent's "refactor" during episode 3: it drops the seen-set, and replays double up.
+INGEST_NOW = '''\
+"""The event ledger: ingest events, and export them as CSV."""
+
+import csv
+import io
+
+_entries: list[dict] = []
+
+
+def ingest(event: dict) -> list[dict]:
+    """Add ``event`` to the ledger."""
+    _entries.append(event)
+    return _entries
+
+
+def export_csv() -> str:
+    """Every entry as one CSV row."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=["id", "kind", "who"])
+    writer.writeheader()
+    for entry in _entries:
+        writer.writerow({k: entry.get(k, "") for k in ("id", "kind", "who")})
+    return out.getvalue()
+'''
+
+AGENT_OUTPUT = [
+    "● Reading src/ledger/ingest.py",
+    "● Episode 3: csv export. Adding export_csv() next to ingest().",
+    "● Simplifying ingest(): the seen-set looks redundant now that ids are unique.",
+    "● Editing src/ledger/ingest.py (+16 −5)",
+    "● Running pytest -q tests/test_export.py",
+    "  ..F",
+    "  FAILED tests/test_export.py::test_header_row - KeyError: 'who'",
+    "● Editing src/ledger/ingest.py",
+    "● Running pytest -q tests/test_export.py",
+    "  ...",
+    "  3 passed in 0.21s",
+    "● Episode 3 looks done. Writing the summary.",
+    "Error: stream closed unexpectedly (anthropic API: overloaded_error)",
+]
+
+
+def fixed_environment() -> None:
+    """Pin every input that would make two renders differ: ids, clocks, commit dates, paths."""
+    import supervisor.checkpoints
+    import supervisor.ledger
+    import supervisor.runs
+
+    os.environ["PAELLA_STATE_DIR"] = str(WORKSPACE.parent / "state")
+    for name in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        os.environ[name] = START.isoformat()
+    os.environ.setdefault("GIT_CONFIG_GLOBAL", os.devnull)
+    os.environ.pop("NO_COLOR", None)
+    ticks = iter(range(1_000_000))
+
+    def clock() -> str:
+        t = START + timedelta(minutes=9 * next(ticks))
+        return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    supervisor.runs.new_run_id = lambda now=None: RUN_ID  # type: ignore[assignment]
+    supervisor.ledger.utc_now = clock
+    supervisor.checkpoints.utc_now = clock  # type: ignore[attr-defined]
+
+
+def git(*args: str) -> None:
+    """Run git in the scripted workspace (the script's own commits, not paella's)."""
+    subprocess.run(
+        ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.invalid", *args],
+        cwd=WORKSPACE,
+        check=True,
+        capture_output=True,
+    )
+
+
+def write(path: str, text: str) -> None:
+    """Write a file of the scripted workspace."""
+    target = WORKSPACE / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+def scripted_run() -> tuple[Any, Any]:
+    """A run at the moment the agent died: two green episodes, then a regression.
+
+    Returns the run and its recovery facts, built as the engine builds them.
+    """
+    from supervisor.checkpoints import take_checkpoint
+    from supervisor.contract import load_contract
+    from supervisor.events import GateResult, RecoveryFacts
+    from supervisor.rollback import rollback
+    from supervisor.run_view import RunView
+    from supervisor.runs import RunStore
+    from supervisor.snapshot import Snapshotter
+    from supervisor.tree_diff import changes_between, totals
+    from supervisor.workspace import Workspace
+
+    shutil.rmtree(WORKSPACE.parent, ignore_errors=True)
+    WORKSPACE.mkdir(parents=True)
+    git("init", "-q", "-b", "main")
+    write("paella.toml", CONTRACT)
+    write("README.md", "# ledger-service\n")
+    write("tests/test_idempotency.py", "def test_replay_twice():\n    ...\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "contract and tests")
+    workspace = Workspace.find(WORKSPACE)
+    run = RunStore(workspace).create(load_contract(WORKSPACE / "paella.toml"), manual=False)
+    snapshotter = Snapshotter(workspace)
+    ledger = run.ledger
+    ledger.append("agent-started", attempt=1, pid=4242, create_time=0.0, argv=["claude"])
+
+    def gates(tree: str, **statuses: str) -> None:
+        for gate, status in statuses.items():
+            ledger.append(
+                "gate-finished",
+                gate=gate,
+                status=status,
+                tree=tree,
+                duration_s=1.4,
+                exit_code=0 if status == "pass" else 1,
+                attempts=1,
+                log=None,
+                cached=False,
+                stale=False,
+                message="",
+            )
+
+    write("src/ledger/ingest.py", INGEST_V1)
+    gates("1" * 40, idempotency="pass", privacy="fail", export="fail", lint="pass")
+    take_checkpoint(
+        run,
+        snapshotter,
+        episode=1,
+        gates_green=("idempotency", "lint"),
+        label="episode 1: idempotent ingest",
+    )
+    write("src/ledger/privacy.py", PRIVACY)
+    gates("2" * 40, idempotency="pass", privacy="pass", export="fail", lint="pass")
+    base = take_checkpoint(
+        run,
+        snapshotter,
+        episode=2,
+        gates_green=("idempotency", "privacy", "lint"),
+        label="episode 2: privacy",
+    )
+    # An earlier mistake, rolled back: it leaves a salvage snapshot (the undo of that rollback).
+    write("src/ledger/privacy.py", PRIVACY.replace("sha256", "md5"))
+    rollback(run, base, snapshotter=snapshotter)
+    write("src/ledger/ingest.py", INGEST_NOW)
+    write("tests/test_export.py", "def test_header_row():\n    ...\n")
+    gates("3" * 40, idempotency="fail", privacy="pass", export="pass", lint="pass")
+    ledger.append(
+        "drift",
+        drift="regression",
+        message="idempotency fails; it passed at checkpoint 2",
+        gate="idempotency",
+        path=None,
+    )
+    ledger.append(
+        "drift",
+        drift="protected",
+        message="tests/test_export.py changed (protected by a constraint)",
+        gate=None,
+        path="tests/test_export.py",
+    )
+    ledger.append("agent-exited", attempt=1, exit_code=1, signal=None, tail=AGENT_OUTPUT)
+    (run.dir / "agent.log").write_text("\n".join(AGENT_OUTPUT) + "\n")
+
+    with snapshotter.locked():
+        now = snapshotter.take().tree
+    changes = changes_between(workspace, base.tree, now)
+    added, removed = totals(changes)
+    view = RunView.load(run)
+    facts = RecoveryFacts(
+        ending="crash",
+        how="exit 1, attempt 1",
+        tail=tuple(AGENT_OUTPUT),
+        base=view.last_green_checkpoint,
+        gates_now=(
+            GateResult(gate="idempotency", status="fail", tree=now, exit_code=1),
+            GateResult(gate="privacy", status="pass", tree=now),
+            GateResult(gate="export", status="pass", tree=now),
+            GateResult(gate="lint", status="pass", tree=now),
+        ),
+        regressions=("idempotency",),
+        changed_files=tuple(c.path for c in changes),
+        lines_added=added,
+        lines_removed=removed,
+        default="rollback",
+    )
+    return run, facts
+
+
+async def settle(pilot: Any) -> None:
+    """Wait for the screen's thread workers and the messages they posted."""
+    for _ in range(4):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+async def shoot(app: Any, name: str, before: Callable[[Any], Any] | None = None) -> Path:
+    """Open ``app`` at 120×36, let it settle, and save ``screenshots/<name>.svg``."""
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        if before is not None:
+            await before(pilot)
+            await settle(pilot)
+        app.save_screenshot(filename=f"{name}.svg", path=str(OUT))
+    return OUT / f"{name}.svg"
+
+
+def host(make_screen: Callable[[], Any]) -> Any:
+    """A bare App titled "paella" that shows one screen."""
+    from textual.app import App
+
+    class Host(App[None]):
+        TITLE = "paella"
+
+        def on_mount(self) -> None:
+            self.push_screen(make_screen())
+
+    return Host()
+
+
+async def main_screen(run: Any) -> Path | None:
+    """The other engineer's main screen, fed the scripted run's events; None if not importable."""
+    try:
+        from paella_tui.app import PaellaApp
+    except ImportError as err:
+        print(f"main screen: not rendered ({err})")
+        return None
+    from supervisor.events import (
+        AgentStarted,
+        AgentStats,
+        CheckpointTaken,
+        DriftDetected,
+        GateFinished,
+        GateResult,
+    )
+    from supervisor.output_tail import OutputTail
+    from supervisor.run_view import RunView
+
+    view = RunView.load(run)
+    contract = run.load_contract()
+    now = (START + timedelta(hours=3)).timestamp()
+    app = PaellaApp(contract=contract, run=run, engine=False, clock=lambda: now)
+    tail = OutputTail()
+    tail.feed(("\n".join(AGENT_OUTPUT[:-1]) + "\n").encode())
+    events: list[Any] = [
+        AgentStarted(attempt=2, pid=4242, create_time=now - 2520, argv=("claude",), at=now - 2520)
+    ]
+    events += [
+        AgentStats(
+            attempt=2,
+            cpu_percent=cpu,
+            rss_bytes=412_000_000,
+            descendants=3,
+            uptime_s=2500 + i,
+            at=now - 30 + i,
+        )
+        for i, cpu in enumerate([3, 8, 31, 54, 22, 12, 48, 71, 35, 18, 9, 26, 61, 40, 14])
+    ]
+    events += [CheckpointTaken(record_=c, at=now - 600) for c in view.checkpoints]
+    for gate, status in (
+        ("idempotency", "fail"),
+        ("privacy", "pass"),
+        ("export", "pass"),
+        ("lint", "pass"),
+    ):
+        result = GateResult(gate=gate, status=status, tree="3" * 40, duration_s=1.4)  # type: ignore[arg-type]
+        events.append(GateFinished(result=result, at=now - 40))
+    events.append(
+        DriftDetected(
+            drift="regression",
+            message="idempotency fails; it passed at checkpoint 2",
+            gate="idempotency",
+            at=now - 40,
+        )
+    )
+
+    async def feed(pilot: Any) -> None:
+        for event in events:
+            app.feed(event)
+        main = getattr(app, "main", None) or app.screen
+        main.attach_output(tail)
+        await pilot.pause(0.3)
+
+    try:
+        return await shoot(app, "main", feed)
+    except Exception as err:  # the main screen is another engineer's, and may be mid-change
+        print(f"main screen: not rendered ({type(err).__name__}: {err})")
+        return None
+
+
+def to_png(svg: Path) -> Path | None:
+    """``svg`` as a PNG beside it, through rsvg-convert; None (and a message) without it."""
+    tool = shutil.which("rsvg-convert")
+    if tool is None:
+        print(f"{svg.name}: no PNG (rsvg-convert is missing: apt-get install librsvg2-bin)")
+        return None
+    # rsvg gives a leading no-break space no width when textLength stretches the run, so
+    # styled words would touch; plain spaces kept by xml:space render as the terminal does.
+    text = svg.read_text().replace("&#160;", " ").replace("<svg ", '<svg xml:space="preserve" ', 1)
+    png = svg.with_suffix(".png")
+    subprocess.run([tool, "--zoom", "1.0", "-o", str(png)], input=text.encode(), check=True)
+    return png
+
+
+async def render() -> list[Path]:
+    """Every screenshot, and the PNGs of the main and recovery screens."""
+    fixed_environment()
+    run, facts = scripted_run()
+
+    from paella_tui.diff_screen import DiffScreen
+    from paella_tui.handoff_screen import HandoffScreen
+    from paella_tui.help_screen import HelpScreen
+    from paella_tui.picker_screen import PickerScreen
+    from paella_tui.recovery_screen import RecoveryScreen
+
+    written: list[Path] = []
+    recovery = await shoot(host(lambda: RecoveryScreen(facts, run=run)), "recovery")
+    written.append(recovery)
+    written.append(await shoot(host(lambda: PickerScreen(run)), "picker"))
+    written.append(await shoot(host(lambda: DiffScreen(run, None)), "diff"))
+    written.append(await shoot(host(lambda: HandoffScreen(run)), "handoff"))
+    written.append(await shoot(host(lambda: HelpScreen(run)), "help"))
+    main = await main_screen(run)
+    for svg in (main, recovery):
+        if svg is not None and (png := to_png(svg)) is not None:
+            written.append(png)
+    if main is not None:
+        written.insert(0, main)
+    return written
+
+
+if __name__ == "__main__":
+    for path in asyncio.run(render()):
+        print(path.relative_to(ROOT))

@@ -1,0 +1,178 @@
+"""Scripted agent for run-loop tests: follows the steps of a JSON plan, one attempt at a time.
+
+Usage: ``plan_agent.py PLAN.json``. The plan maps an attempt number (``PAELLA_ATTEMPT``) to a list
+of steps; ``"*"`` is used for an attempt without its own list. Each step is a JSON array whose
+first item names it:
+
+- ``["write", path, text]``, ``["append", path, text]``, ``["remove", path]``: edit the work tree
+- ``["print", text]``: one line on stdout
+- ``["sleep", seconds]``: stay silent
+- ``["wait_ledger", kind, count, timeout]``: silently wait until the run's ledger holds ``count``
+  records of ``kind`` (``checkpoint``, ``drift``, ...); exit 90 if that never happens
+- ``["wait_file", path, timeout]``: silently wait for a file (outside the repo: the test's go signal)
+- ``["git", arg, ...]``: run git in the work tree (checked)
+- ``["ignore", "SIGTERM"]``: ignore a signal from now on
+- ``["spawn", name, "--setsid"?]``: start ``tests/agents/sleeper.py`` (ignoring SIGHUP, optionally
+  in its own session), wait until it is set up, and append ``name pid`` to ``$PLAN_PIDS``
+- ``["record", path]``: write a JSON report (attempt, episode, handoff file and its text) there
+- ``["copy_tree", dest]``: copy the work tree (without ``.git``) to ``dest``, symlinks kept
+- ``["flood", lines, until_checkpoint]``: write deterministic lines (``tests/agents/flood.py``)
+  until ``lines`` are out and, when asked, checkpoint 1 exists; the count goes to ``$PLAN_FLOOD``
+- ``["exit", code]``, ``["kill", signal name]``: end the attempt
+
+Every step is appended to ``$PLAN_TRACE`` (a file outside the repo) as it starts, so a failing
+test can tell where an agent was.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+AGENTS = Path(__file__).resolve().parent.parent / "agents"
+
+
+def _ledger() -> Path:
+    common = subprocess.run(
+        ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return Path(common) / "paella" / "runs" / os.environ["PAELLA_RUN_ID"] / "events.jsonl"
+
+
+def _count(kind: str) -> int:
+    try:
+        lines = _ledger().read_text().splitlines()
+    except FileNotFoundError:
+        return 0
+    count = 0
+    for line in lines:
+        try:
+            count += json.loads(line).get("kind") == kind
+        except ValueError:
+            continue
+    return count
+
+
+def _has(kind: str, count: int) -> bool:
+    return _count(kind) >= count
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            _trace(f"gave up waiting for {what}")
+            sys.exit(90)
+        time.sleep(0.02)
+
+
+def _trace(text: str) -> None:
+    path = os.environ.get("PLAN_TRACE")
+    if path:
+        with open(path, "a") as handle:
+            handle.write(f"{os.environ.get('PAELLA_ATTEMPT')} {time.time():.3f} {text}\n")
+
+
+def _spawn(name: str, setsid: bool) -> None:
+    read_fd, write_fd = os.pipe()
+    argv = [sys.executable, str(AGENTS / "sleeper.py"), "--ignore-hup", "--ready-fd", str(write_fd)]
+    if setsid:
+        argv.append("--setsid")
+    child = subprocess.Popen(argv, pass_fds=[write_fd])
+    os.close(write_fd)
+    os.read(read_fd, 1)
+    os.close(read_fd)
+    with open(os.environ["PLAN_PIDS"], "a") as handle:
+        handle.write(f"{name} {child.pid}\n")
+
+
+def _flood(lines: int, until_checkpoint: bool) -> None:
+    sys.path.insert(0, str(AGENTS))
+    from flood import flood_blocks
+
+    written = 0
+    started = time.time()
+    seen_at = None
+    # A generous cap: an unresponsive supervisor must fail the test, not fill the disk.
+    for block in flood_blocks(3 * lines):
+        view = memoryview(block)
+        while view:
+            view = view[os.write(1, view) :]
+        written += block.count(b"\n")
+        if until_checkpoint and seen_at is None and _count("checkpoint") >= 1:
+            seen_at = written
+        if written >= lines and (seen_at is not None or not until_checkpoint):
+            break
+    report = {"lines": written, "checkpoint_seen_at_line": seen_at, "started": started}
+    report["ended"] = time.time()
+    Path(os.environ["PLAN_FLOOD"]).write_text(json.dumps(report))
+
+
+def main() -> None:
+    plan = json.loads(Path(sys.argv[1]).read_text())
+    attempt = os.environ.get("PAELLA_ATTEMPT", "1")
+    steps = plan.get(attempt, plan.get("*", []))
+    for step in steps:
+        op, args = step[0], step[1:]
+        _trace(json.dumps(step)[:200])
+        if op == "write":
+            path = Path(args[0])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(args[1])
+        elif op == "append":
+            with open(args[0], "a") as handle:
+                handle.write(args[1])
+        elif op == "remove":
+            Path(args[0]).unlink()
+        elif op == "print":
+            print(args[0], flush=True)
+        elif op == "sleep":
+            time.sleep(args[0])
+        elif op == "wait_ledger":
+            kind, count, timeout = args
+            _wait(functools.partial(_has, kind, count), timeout, f"{count} {kind} record(s)")
+        elif op == "wait_file":
+            _wait(functools.partial(os.path.exists, args[0]), args[1], args[0])
+        elif op == "git":
+            subprocess.run(["git", *args], check=True, capture_output=True)
+        elif op == "ignore":
+            signal.signal(signal.Signals[args[0]], signal.SIG_IGN)
+        elif op == "spawn":
+            _spawn(args[0], "--setsid" in args)
+        elif op == "record":
+            handoff = os.environ.get("PAELLA_HANDOFF_FILE")
+            report = {
+                "attempt": attempt,
+                "episode": os.environ.get("PAELLA_EPISODE"),
+                "run_id": os.environ.get("PAELLA_RUN_ID"),
+                "handoff_file": handoff,
+                "handoff": Path(handoff).read_text() if handoff else None,
+            }
+            Path(args[0]).write_text(json.dumps(report))
+        elif op == "copy_tree":
+            shutil.copytree(".", args[0], symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        elif op == "flood":
+            _flood(args[0], args[1])
+        elif op == "exit":
+            sys.stdout.flush()
+            sys.exit(args[0])
+        elif op == "kill":
+            os.kill(os.getpid(), signal.Signals[args[0]])
+            time.sleep(30)
+        else:
+            raise SystemExit(f"unknown step {op!r}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,831 @@
+"""The run loop through its Python API: real repositories, real gates, scripted agents.
+
+Each test writes a small contract (``settle = "0.2s"``, gates such as ``test -f a.txt``) into a
+fresh repository, gives the agent (``tests/run_agents/plan_agent.py``) a plan per attempt, runs a
+:class:`RunLoop` with a headless ``decide`` policy, and then checks what a user would rely on:
+the events, the ledger, the checkpoint refs, the work tree, and that no process of the agent's
+tree is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+import pytest
+import tomli_w
+from conftest import GitRunner, TreeState, capture_tree
+
+from supervisor.contract import Contract, load_contract
+from supervisor.drift import DriftTracker
+from supervisor.events import (
+    AgentExited,
+    AgentStarted,
+    CheckpointTaken,
+    DriftDetected,
+    EvaluationFinished,
+    Event,
+    HandoffWritten,
+    Notice,
+    RecoveryChosen,
+    RecoveryNeeded,
+    RetryScheduled,
+    RolledBack,
+    RunDone,
+    RunStopped,
+)
+from supervisor.run_loop import Decide, RunLoop, policy
+from supervisor.runs import Run, RunStore
+from supervisor.workspace import Workspace
+
+AGENT = Path(__file__).parent / "run_agents" / "plan_agent.py"
+FLOOD = Path(__file__).parent / "agents" / "flood.py"
+RUN_TIMEOUT = 60.0
+E = TypeVar("E", bound=Event)
+
+Step = list[Any]
+
+
+def gate(name: str, cmd: str, **extra: Any) -> dict[str, Any]:
+    """A gate with a short timeout."""
+    return {"name": name, "cmd": cmd, "timeout": "10s", **extra}
+
+
+ABC_GATES = [
+    gate("g1", "test -f a.txt"),
+    gate("g2", "test -f b.txt"),
+    gate("g3", "test -f c.txt"),
+]
+ABC_EPISODES = [
+    {"name": "a", "goal": "a.txt exists", "gates": ["g1"]},
+    {"name": "b", "goal": "b.txt exists", "gates": ["g2"]},
+    {"name": "c", "goal": "c.txt exists", "gates": ["g3"]},
+]
+
+
+def wait_checkpoints(n: int, timeout: float = 20.0) -> Step:
+    """The agent waits (silently) until the run has ``n`` checkpoints."""
+    return ["wait_ledger", "checkpoint", n, timeout]
+
+
+def wait_drift(n: int = 1, timeout: float = 20.0) -> Step:
+    """The agent waits (silently) until the run recorded ``n`` drift warnings."""
+    return ["wait_ledger", "drift", n, timeout]
+
+
+class Scenario:
+    """A repository with a contract, a run, a plan for the agent, and the events of the run."""
+
+    def __init__(
+        self,
+        repo: Path,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        git: GitRunner,
+        plan: dict[int | str, list[Step]],
+        *,
+        gates: list[dict[str, Any]] | None = None,
+        episodes: list[dict[str, Any]] | None = None,
+        run: dict[str, Any] | None = None,
+        retry: dict[str, Any] | None = None,
+        constraints: list[dict[str, Any]] | None = None,
+        agent: list[str] | None = None,
+    ) -> None:
+        self.repo = repo
+        self.git = git
+        self.outside = tmp_path / "outside"
+        self.outside.mkdir()
+        plan_file = self.outside / "plan.json"
+        text = json.dumps({str(k): v for k, v in plan.items()})
+        # "{outside}" in a step is a folder outside the repository, for the agent's reports.
+        plan_file.write_text(text.replace("{outside}", str(self.outside)))
+        self.trace = self.outside / "trace.txt"
+        self.pids_file = self.outside / "pids.txt"
+        self.flood_file = self.outside / "flood.json"
+        monkeypatch.setenv("PLAN_TRACE", str(self.trace))
+        monkeypatch.setenv("PLAN_PIDS", str(self.pids_file))
+        monkeypatch.setenv("PLAN_FLOOD", str(self.flood_file))
+        data: dict[str, Any] = {
+            "run": {
+                "prompt": "Make the gates pass, episode by episode.",
+                "agent": agent or [sys.executable, str(AGENT), str(plan_file)],
+                "stall_after": "1m",
+                **(run or {}),
+            },
+            "retry": {"backoff": "0.5s", "max_backoff": "2s", **(retry or {})},
+            "watch": {"settle": "0.2s"},
+            "gates": {"jobs": 2},
+            "gate": gates if gates is not None else ABC_GATES[:1],
+            "episode": episodes if episodes is not None else ABC_EPISODES[:1],
+        }
+        if constraints:
+            data["constraint"] = constraints
+        (repo / "paella.toml").write_text(tomli_w.dumps(data))
+        git(repo, "add", "paella.toml")
+        git(repo, "commit", "-q", "-m", "contract")
+        self.head0 = git.head(repo)
+        self.contract: Contract = load_contract(repo / "paella.toml")
+        self.workspace = Workspace.find(repo)
+        self.run: Run = RunStore(self.workspace).create(self.contract, manual=False)
+        self.events: list[Event] = []
+        self.loop: RunLoop | None = None
+
+    def make_loop(self, decide: Decide, *, stop_grace: float = 2.0) -> RunLoop:
+        self.loop = RunLoop(
+            run=self.run,
+            contract=self.contract,
+            emit=self.events.append,
+            decide=decide,
+            stop_grace=stop_grace,
+        )
+        return self.loop
+
+    async def run_loop(self, decide: Decide, *, stop_grace: float = 2.0) -> int:
+        loop = self.make_loop(decide, stop_grace=stop_grace)
+        try:
+            return await asyncio.wait_for(loop.run(), RUN_TIMEOUT)
+        except TimeoutError:
+            raise AssertionError(f"the run did not end in {RUN_TIMEOUT}s\n{self.story()}") from None
+
+    # --- reading what happened ----------------------------------------------------------
+
+    def of(self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def drift(self, kind: str) -> list[DriftDetected]:
+        return [d for d in self.of(DriftDetected) if d.drift == kind]
+
+    def ledger(self, *kinds: str) -> list[dict[str, Any]]:
+        records = self.run.ledger.read().records
+        return [r for r in records if not kinds or r["kind"] in kinds]
+
+    def kinds(self) -> list[str]:
+        return [r["kind"] for r in self.ledger()]
+
+    def story(self) -> str:
+        """Every event and the agent's trace, for assertion messages."""
+        lines = [f"{type(e).__name__}: {_brief(e)}" for e in self.events]
+        trace = self.trace.read_text() if self.trace.exists() else "(no trace)"
+        return "events:\n  " + "\n  ".join(lines) + "\nagent trace:\n" + trace
+
+    def order(self, *types: type[Event]) -> list[str]:
+        """The names of the events of these types, in the order they came."""
+        return [type(e).__name__ for e in self.events if isinstance(e, types)]
+
+    def ref(self, name: str) -> str | None:
+        return self.git.run(self.repo, "rev-parse", "--verify", "-q", name).stdout.strip() or None
+
+    def files_at(self, ref: str) -> set[str]:
+        return set(self.git(self.repo, "ls-tree", "-r", "--name-only", ref).split())
+
+    def spawned(self) -> dict[str, int]:
+        if not self.pids_file.exists():
+            return {}
+        return {
+            name: int(pid)
+            for name, pid in (line.split() for line in self.pids_file.read_text().splitlines())
+        }
+
+    def workspace_state(self) -> TreeState:
+        return capture_tree(self.repo)
+
+    async def no_process_left(self, *extra: int) -> None:
+        """Nothing of any agent tree runs: every recorded pid, every spawned one, our children."""
+        known: list[tuple[int, float | None]] = [
+            (e.pid, e.create_time) for e in self.of(AgentStarted)
+        ]
+        known += [(pid, None) for pid in (*self.spawned().values(), *extra)]
+        await assert_no_process_left(known)
+
+
+def _brief(event: Event) -> str:
+    if isinstance(event, CheckpointTaken):
+        r = event.record_
+        return f"checkpoint {r.n} episode={r.episode} green={r.gates_green}"
+    if isinstance(event, EvaluationFinished):
+        return f"tree={event.tree[:8]} complete={event.complete_episodes} stale={event.stale} " + (
+            " ".join(f"{r.gate}:{r.status}" for r in event.results)
+        )
+    if isinstance(event, RecoveryNeeded):
+        f = event.facts
+        return f"{f.ending} {f.how} regressions={f.regressions} base={f.base.n if f.base else None}"
+    if isinstance(event, AgentExited):
+        return f"attempt {event.attempt} exit={event.exit_code} signal={event.signal} leftovers={event.leftovers}"
+    text = repr(event)
+    return text if len(text) < 300 else text[:300] + "…"
+
+
+def _lives(pid: int, create_time: float | None) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        if create_time is not None and abs(proc.create_time() - create_time) > 1.0:
+            return False  # the pid now names another process
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            # A zombie of ours is a process nobody reaped; someone else's is on its way out.
+            return proc.ppid() == os.getpid()
+        return True
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def assert_no_process_left(
+    known: Iterable[tuple[int, float | None]], *, within: float = 3.0
+) -> None:
+    """No pid in ``known`` lives, and this test process has no child left (zombies included)."""
+    known = list(known)
+    deadline = time.monotonic() + within
+    while True:
+        left = [pid for pid, created in known if _lives(pid, created)]
+        children = [
+            f"{c.pid} {' '.join(c.cmdline())[:120]}"
+            for c in psutil.Process().children(recursive=True)
+            if c.is_running()
+        ]
+        if not left and not children:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"processes of the agent's tree are still there: {left}; our children: {children}"
+            )
+        await asyncio.sleep(0.05)
+
+
+async def _wait_for(condition: Callable[[], bool], s: Scenario, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting\n{s.story()}")
+        await asyncio.sleep(0.02)
+
+
+def section_of(markdown: str, title: str) -> str:
+    """The text of a handoff's ``## title`` section."""
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", markdown, re.M | re.S)
+    assert match, f"no section {title!r} in:\n{markdown}"
+    return match.group(1)
+
+
+@pytest.fixture(autouse=True)
+def _kill_leftovers() -> Iterator[None]:
+    """After the test (and its own assertions), kill what a failure left, so it cannot spread."""
+    yield
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+
+
+@pytest.fixture
+def scenario(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git: GitRunner
+) -> Callable[..., Scenario]:
+    """``scenario(plan, **contract)`` -> a Scenario in the test's repository."""
+
+    def make(plan: dict[int | str, list[Step]], **kwargs: Any) -> Scenario:
+        return Scenario(repo, tmp_path, monkeypatch, git, plan, **kwargs)
+
+    return make
+
+
+# --- done, episode by episode -----------------------------------------------------------------
+
+
+async def test_completes_episodes_one_by_one(scenario: Callable[..., Scenario]) -> None:
+    s = scenario(
+        {
+            1: [
+                ["write", "a.txt", "a\n"],
+                wait_checkpoints(1),
+                ["write", "b.txt", "b\n"],
+                wait_checkpoints(2),
+                ["write", "c.txt", "c\n"],
+                ["print", "all done"],
+                ["exit", 0],
+            ]
+        },
+        gates=ABC_GATES,
+        episodes=ABC_EPISODES,
+    )
+    before = s.workspace_state()
+
+    code = await s.run_loop(policy("stop"))
+
+    assert code == 0, s.story()
+    taken = [e.record_ for e in s.of(CheckpointTaken)]
+    assert [(c.n, c.episode) for c in taken] == [(1, 1), (2, 2), (3, 3)], s.story()
+    assert [c.gates_green for c in taken] == [("g1",), ("g1", "g2"), ("g1", "g2", "g3")]
+    # Each checkpoint holds exactly the work of its episode, on the HEAD the run started on.
+    for record, files in zip(
+        taken, ({"a.txt"}, {"a.txt", "b.txt"}, {"a.txt", "b.txt", "c.txt"}), strict=True
+    ):
+        assert s.ref(record.ref) == record.commit
+        assert s.files_at(record.ref) == {"README.md", "paella.toml", *files}
+        assert (record.head, record.branch) == (s.head0, "main")
+        assert s.ref(f"{record.ref}^") == s.head0
+    names = s.order(AgentStarted, CheckpointTaken, AgentExited, RunDone)
+    # Checkpoint 3 is taken once c.txt settles, or by the evaluation after the exit: either way
+    # before the verdict, and the verdict is the last event.
+    assert names in (
+        ["AgentStarted", *["CheckpointTaken"] * 3, "AgentExited", "RunDone"],
+        ["AgentStarted", *["CheckpointTaken"] * 2, "AgentExited", "CheckpointTaken", "RunDone"],
+    ), s.story()
+    assert isinstance(s.events[-1], RunDone), s.story()
+    exited = s.of(AgentExited)
+    assert [(e.exit_code, e.signal, e.leftovers) for e in exited] == [(0, None, ())]
+    assert exited[0].tail[-1] == "all done"
+    done = s.of(RunDone)
+    assert done and done[0].gates == ("g1", "g2", "g3")
+    assert not s.of(DriftDetected) and not s.of(RecoveryNeeded), s.story()
+    assert s.loop is not None and s.loop.state == "done"
+
+    kinds = s.kinds()
+    assert kinds[:2] == ["run-started", "run-tree"]
+    assert kinds[-1] == "run-done"
+    assert kinds.count("checkpoint") == 3 and kinds.count("agent-started") == 1
+    assert [r["episode"] for r in s.ledger("checkpoint")] == [1, 2, 3]
+    started = s.ledger("agent-started")[0]
+    assert started["attempt"] == 1 and started["argv"][1] == str(AGENT)
+    assert s.ledger("agent-exited")[0]["exit_code"] == 0
+
+    # The agent's work is there; HEAD, branch and index are as the run found them.
+    after = s.workspace_state()
+    assert after.without("a.txt", "b.txt", "c.txt") == before
+    assert {p: after[p][1] for p in ("a.txt", "b.txt", "c.txt")} == {
+        "a.txt": b"a\n",
+        "b.txt": b"b\n",
+        "c.txt": b"c\n",
+    }
+    assert s.git.head(s.repo) == s.head0 and s.git.branch(s.repo) == "main"
+    assert s.git(s.repo, "diff", "--cached", "--name-only") == ""
+    await s.no_process_left()
+
+
+# --- drift -------------------------------------------------------------------------------------
+
+
+async def test_fixing_a_later_episode_and_breaking_an_earlier_gate_is_a_regression(
+    scenario: Callable[..., Scenario],
+) -> None:
+    s = scenario(
+        {
+            1: [
+                ["write", "a.txt", "a\n"],
+                wait_checkpoints(1),
+                # Episode 2 "needs" a.txt gone: the earlier invariant breaks.
+                ["remove", "a.txt"],
+                ["write", "b.txt", "b\n"],
+                wait_drift(1),
+                ["print", "Traceback (most recent call last): boom"],
+                ["exit", 3],
+            ]
+        },
+        gates=ABC_GATES[:2],
+        episodes=ABC_EPISODES[:2],
+    )
+
+    code = await s.run_loop(policy("stop"))
+
+    assert code == 1, s.story()
+    regressions = s.drift("regression")
+    assert len(regressions) == 1, s.story()
+    drift = regressions[0]
+    assert drift.gate == "g1"
+    assert '"g1"' in drift.message and "checkpoint 1 (episode 1)" in drift.message, drift.message
+    # Seen live, while the agent still ran (it waited for the warning before crashing).
+    assert s.events.index(drift) < s.events.index(s.of(AgentExited)[0])
+
+    needed = s.of(RecoveryNeeded)
+    assert len(needed) == 1
+    facts = needed[0].facts
+    assert facts.ending == "crash" and facts.how == "exit 3, attempt 1"
+    assert facts.regressions == ("g1",)
+    assert facts.base is not None and facts.base.n == 1
+    assert facts.default == "rollback"
+    assert set(facts.changed_files) == {"a.txt", "b.txt"}
+    assert "Traceback (most recent call last): boom" in facts.tail
+    assert [(c.choice, c.by) for c in s.of(RecoveryChosen)] == [("stop", "policy")]
+    stopped = s.of(RunStopped)
+    assert len(stopped) == 1 and "stopped" in stopped[0].reason
+
+    drift_records = s.ledger("drift")
+    assert [(r["drift"], r["gate"]) for r in drift_records] == [("regression", "g1")]
+    recovery = s.ledger("recovery-needed")[0]
+    assert (recovery["regressions"], recovery["base"], recovery["default"]) == (
+        ["g1"],
+        1,
+        "rollback",
+    )
+    assert s.kinds()[-1] == "run-stopped"
+    # A stop keeps the state as it is, with the handoff naming the regression.
+    assert not (s.repo / "a.txt").exists() and (s.repo / "b.txt").read_text() == "b\n"
+    handoff = (s.run.dir / "handoff.md").read_text()
+    assert "REGRESSED" in handoff and "`g1`" in handoff
+    assert s.ref(f"{s.run.ref_prefix}/checkpoints/1") is not None
+    assert "a.txt" in s.files_at(f"{s.run.ref_prefix}/checkpoints/1")
+    await s.no_process_left()
+
+
+async def test_exit_zero_with_red_gates_is_claimed_done_then_recovery(
+    scenario: Callable[..., Scenario],
+) -> None:
+    s = scenario(
+        {
+            1: [["print", "All done! Every test passes."], ["exit", 0]],
+            2: [["record", "{outside}/attempt2.json"], ["write", "a.txt", "a\n"], ["exit", 0]],
+        },
+    )
+
+    code = await s.run_loop(policy("continue"))
+
+    assert code == 0, s.story()
+    claimed = s.drift("claimed-done")
+    assert len(claimed) == 1, s.story()
+    assert claimed[0].gate == "g1" and "exited 0" in claimed[0].message
+    needed = s.of(RecoveryNeeded)
+    assert len(needed) == 1 and needed[0].facts.ending == "claimed-done"
+    assert needed[0].facts.how == "exit 0, attempt 1"
+    assert [(c.choice, c.by) for c in s.of(RecoveryChosen)] == [("continue", "policy")]
+    started = s.of(AgentStarted)
+    assert [(a.attempt, a.resumed) for a in started] == [(1, False), (2, True)]
+    assert len(s.of(RunDone)) == 1 and not s.of(RolledBack)
+    # The resumed attempt was given the handoff, and told which episode it is on.
+    seen = json.loads((s.outside / "attempt2.json").read_text())
+    assert seen["attempt"] == "2" and seen["episode"] == "1"
+    assert seen["handoff_file"] == str(s.run.dir / "handoff.md")
+    assert "claimed-done" in seen["handoff"] and "`g1`" in seen["handoff"]
+    kinds = s.kinds()
+    assert kinds.index("drift") < kinds.index("recovery-needed") < kinds.index("recovery-chosen")
+    assert kinds[-1] == "run-done"
+    assert [r["drift"] for r in s.ledger("drift")] == ["claimed-done"]
+    assert [c.record_.episode for c in s.of(CheckpointTaken)] == [1]
+    await s.no_process_left()
+
+
+# --- deaths --------------------------------------------------------------------------------------
+
+
+async def test_rate_limit_is_retried_after_the_backoff_then_recovered(
+    scenario: Callable[..., Scenario],
+) -> None:
+    rate_limited = [
+        ["print", "Error: rate limit exceeded (HTTP 429), please slow down"],
+        ["exit", 1],
+    ]
+    s = scenario(
+        {
+            1: rate_limited,
+            2: rate_limited,
+            3: rate_limited,
+            4: [["record", "{outside}/attempt4.json"], ["write", "a.txt", "a\n"], ["exit", 0]],
+        },
+        retry={"max_attempts": 2, "backoff": "0.5s"},
+    )
+
+    code = await s.run_loop(policy("continue"))
+
+    assert code == 0, s.story()
+    retries = s.of(RetryScheduled)
+    assert [(r.attempt, r.failures, r.wait_s) for r in retries] == [(1, 1, 0.5), (2, 2, 1.0)]
+    assert all("backoff" in r.reason for r in retries)
+    started = s.of(AgentStarted)
+    assert [(a.attempt, a.resumed) for a in started] == [
+        (1, False),
+        (2, True),
+        (3, True),
+        (4, True),
+    ]
+    # Each countdown is honoured: the next attempt starts no earlier than announced.
+    for retry, nxt in zip(retries, started[1:3], strict=True):
+        assert retry.resume_at == pytest.approx(retry.at + retry.wait_s, abs=0.2)
+        assert nxt.at >= retry.resume_at - 0.05, "the retry did not wait for its countdown"
+    # After max_attempts transient failures: recovery, not a third blind wait.
+    needed = s.of(RecoveryNeeded)
+    assert len(needed) == 1, s.story()
+    assert needed[0].facts.ending == "transient" and needed[0].facts.how == "exit 1, attempt 3"
+    assert s.events.index(needed[0]) > s.events.index(s.of(AgentExited)[2])
+    assert [c.choice for c in s.of(RecoveryChosen)] == ["continue"]
+    assert len(s.of(RunDone)) == 1
+    # The resumes get the handoff, which says how the last attempt ended.
+    seen = json.loads((s.outside / "attempt4.json").read_text())
+    assert seen["handoff_file"] and "429" in seen["handoff"]
+    ledger_retries = s.ledger("retry-scheduled")
+    assert [(r["failures"], r["wait_s"]) for r in ledger_retries] == [(1, 0.5), (2, 1.0)]
+    assert [r["exit_code"] for r in s.ledger("agent-exited")] == [1, 1, 1, 0]
+    await s.no_process_left()
+
+
+async def test_death_by_a_signal_goes_to_recovery(scenario: Callable[..., Scenario]) -> None:
+    s = scenario(
+        {
+            1: [
+                ["write", "a.txt", "a\n"],
+                wait_checkpoints(1),
+                ["print", "about to die"],
+                ["kill", "SIGKILL"],
+            ]
+        },
+        gates=ABC_GATES[:2],
+        episodes=ABC_EPISODES[:2],
+    )
+
+    code = await s.run_loop(policy("stop"))
+
+    assert code == 1, s.story()
+    exited = s.of(AgentExited)
+    assert [(e.exit_code, e.signal) for e in exited] == [(None, signal.SIGKILL)]
+    assert exited[0].describe() == "killed by SIGKILL"
+    assert "about to die" in exited[0].tail
+    facts = s.of(RecoveryNeeded)[0].facts
+    assert facts.ending == "signal" and facts.how == "killed by SIGKILL, attempt 1"
+    assert facts.base is not None and facts.base.n == 1 and facts.base.gates_green == ("g1",)
+    assert facts.regressions == () and facts.default == "continue"
+    assert s.ledger("agent-exited")[0]["signal"] == signal.SIGKILL
+    assert s.ledger("recovery-needed")[0]["how"] == "killed by SIGKILL, attempt 1"
+    handoff_events = s.of(HandoffWritten)
+    assert handoff_events, s.story()
+    handoff = Path(handoff_events[-1].path).read_text()
+    assert "killed by SIGKILL" in handoff
+    assert s.kinds()[-1] == "run-stopped"
+    await s.no_process_left()
+
+
+async def test_leftover_grandchildren_are_stopped_and_named(
+    scenario: Callable[..., Scenario],
+) -> None:
+    s = scenario(
+        {
+            1: [
+                ["spawn", "dev-server"],
+                ["spawn", "daemon", "--setsid"],
+                ["write", "a.txt", "a\n"],
+                ["print", "leaving my servers running"],
+                ["exit", 0],
+            ]
+        },
+    )
+
+    code = await s.run_loop(policy("stop"))
+
+    assert code == 0, s.story()
+    spawned = s.spawned()
+    assert set(spawned) == {"dev-server", "daemon"}
+    exited = s.of(AgentExited)
+    assert len(exited) == 1
+    named = {int(line.split()[0]) for line in exited[0].leftovers}
+    assert named == set(spawned.values()), exited[0].leftovers
+    assert all("sleeper.py" in line for line in exited[0].leftovers)
+    assert s.ledger("agent-exited")[0]["leftovers"] == list(exited[0].leftovers)
+    # They were stopped before anything else happened: before the run was judged done.
+    assert s.events.index(exited[0]) < s.events.index(s.of(RunDone)[0])
+    await s.no_process_left()
+
+
+async def test_an_agent_that_ignores_sigterm_is_killed_after_the_grace(
+    scenario: Callable[..., Scenario],
+) -> None:
+    s = scenario(
+        {1: [["ignore", "SIGTERM"], ["print", "ignoring SIGTERM"], ["sleep", 60]]},
+    )
+    loop = s.make_loop(policy("stop"), stop_grace=1.0)
+    task = asyncio.create_task(loop.run())
+    await _wait_for(lambda: any("ignoring SIGTERM" in line for line in loop.tail.plain_lines()), s)
+
+    began = time.monotonic()
+    await asyncio.wait_for(loop.stop_agent(), 10)
+    elapsed = time.monotonic() - began
+    code = await asyncio.wait_for(task, RUN_TIMEOUT)
+
+    assert 1.0 <= elapsed < 1.0 + 2.0, f"stop took {elapsed:.2f}s with a 1s grace"
+    assert code == 1, s.story()
+    exited = s.of(AgentExited)
+    assert [(e.exit_code, e.signal, e.stopped_by_user) for e in exited] == [
+        (None, signal.SIGKILL, True)
+    ]
+    facts = s.of(RecoveryNeeded)[0].facts
+    assert facts.ending == "stopped" and facts.how == "stopped by you, attempt 1"
+    assert not s.drift("claimed-done")
+    assert s.ledger("agent-exited")[0]["stopped_by_user"] is True
+    await s.no_process_left()
+
+
+@pytest.mark.slow
+async def test_a_flood_of_output_is_logged_byte_exact_and_gates_still_run(
+    scenario: Callable[..., Scenario],
+) -> None:
+    s = scenario({1: [["write", "a.txt", "a\n"], ["flood", 1_000_000, True], ["exit", 0]]})
+
+    code = await s.run_loop(policy("stop"))
+
+    assert code == 0, s.story()
+    flood = json.loads(s.flood_file.read_text())
+    # The gates ran and checkpointed while the agent was still flooding.
+    assert flood["checkpoint_seen_at_line"] is not None, (
+        f"no checkpoint while {flood['lines']:,} lines were written: the run loop was not responsive"
+    )
+    assert flood["lines"] >= 1_000_000
+    taken = s.of(CheckpointTaken)
+    assert taken and taken[0].at < flood["ended"]
+    evaluated = [e for e in s.of(EvaluationFinished) if e.at < flood["ended"] and not e.stale]
+    assert evaluated, s.story()
+
+    sys.path.insert(0, str(FLOOD.parent))
+    try:
+        from flood import flood_blocks
+    finally:
+        sys.path.remove(str(FLOOD.parent))
+    expected = hashlib.sha256()
+    size = 0
+    for block in flood_blocks(flood["lines"]):
+        expected.update(block)
+        size += len(block)
+    log = s.run.dir / "agent.log"
+    assert log.stat().st_size == size
+    actual = hashlib.sha256()
+    with open(log, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            actual.update(chunk)
+    assert actual.hexdigest() == expected.hexdigest(), "agent.log is not what the agent wrote"
+    assert len(s.of(RunDone)) == 1
+    await s.no_process_left()
+
+
+async def test_silence_past_stall_after_is_stall_drift(scenario: Callable[..., Scenario]) -> None:
+    s = scenario(
+        {
+            1: [
+                ["write", "a.txt", "a\n"],
+                wait_checkpoints(1),
+                wait_drift(1),
+                ["print", "back"],
+                ["exit", 0],
+            ]
+        },
+        run={"stall_after": "1s"},
+    )
+
+    code = await s.run_loop(policy("stop"))
+
+    assert code == 0, s.story()
+    stalls = s.drift("stall")
+    assert len(stalls) == 1, s.story()
+    assert "stall_after is 1s" in stalls[0].message
+    assert s.events.index(stalls[0]) < s.events.index(s.of(AgentExited)[0])
+    assert [r["drift"] for r in s.ledger("drift")] == ["stall"]
+    await s.no_process_left()
+
+
+def slow_drift_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Path-drift checks as slow as git on a big repository: they answer after the agent ended."""
+    check_tree = DriftTracker.check_tree
+
+    def slow(self: DriftTracker, tree: str) -> list[DriftDetected]:
+        time.sleep(0.5)
+        return check_tree(self, tree)
+
+    monkeypatch.setattr(DriftTracker, "check_tree", slow)
+
+
+EXITS = pytest.mark.parametrize("exits_at_once", [False, True], ids=["waits", "exits-at-once"])
+
+
+@EXITS
+async def test_editing_a_protected_file_is_protected_drift(
+    scenario: Callable[..., Scenario],
+    repo: Path,
+    git: GitRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    exits_at_once: bool,
+) -> None:
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_ingest.py").write_text("def test_ingest():\n    assert True\n")
+    git(repo, "add", "tests")
+    git(repo, "commit", "-q", "-m", "tests")
+    rule = "The tests in tests/ are the spec: never edit them."
+    steps: list[Step] = [
+        ["append", "tests/test_ingest.py", "    # skip the hard part\n"],
+        ["write", "a.txt", "a\n"],
+    ]
+    if exits_at_once:
+        slow_drift_checks(monkeypatch)
+    else:
+        steps.append(wait_drift(1))
+    s = scenario({1: [*steps, ["exit", 0]]}, constraints=[{"text": rule, "protect": ["tests/**"]}])
+
+    code = await s.run_loop(policy("stop"))
+
+    # Drift is a warning, recorded and handed off; the gates decide done.
+    assert code == 0, s.story()
+    drift = s.drift("protected")
+    assert len(drift) == 1, s.story()
+    assert drift[0].path == "tests/test_ingest.py"
+    assert "tests/test_ingest.py" in drift[0].message and rule in drift[0].message
+    records = s.ledger("drift")
+    assert [(r["drift"], r["path"]) for r in records] == [("protected", "tests/test_ingest.py")]
+    # Even when the check answers after the agent ended, the warning comes before the verdict,
+    # and the verdict is the run's last word.
+    kinds = s.kinds()
+    assert kinds.index("drift") < kinds.index("run-done") and kinds[-1] == "run-done", kinds
+    assert isinstance(s.events[-1], RunDone), s.story()
+    await s.no_process_left()
+
+
+@EXITS
+async def test_editing_the_contract_is_contract_drift_and_the_frozen_copy_holds(
+    scenario: Callable[..., Scenario], monkeypatch: pytest.MonkeyPatch, exits_at_once: bool
+) -> None:
+    # The agent makes its own life easy: the gate no longer needs a.txt.
+    steps: list[Step] = [["write", "paella.toml", "{contract}"]]
+    if exits_at_once:
+        slow_drift_checks(monkeypatch)
+    else:
+        steps.append(wait_drift(1))
+    s = scenario({1: [*steps, ["print", "done: all gates pass"], ["exit", 0]]})
+    original = (s.repo / "paella.toml").read_text()
+    cheat = original.replace('cmd = "test -f a.txt"', 'cmd = "true"')
+    assert cheat != original
+    plan_file = s.outside / "plan.json"
+    plan_file.write_text(plan_file.read_text().replace('"{contract}"', json.dumps(cheat)))
+
+    code = await s.run_loop(policy("stop"))
+
+    assert code == 1, s.story()
+    contract = s.drift("contract")
+    assert len(contract) == 1, s.story()
+    assert contract[0].path == "paella.toml" and "frozen" in contract[0].message
+    # Held to the frozen gate (test -f a.txt), the agent's "done" is a claim, not a fact.
+    assert len(s.drift("claimed-done")) == 1 and not s.of(RunDone)
+    assert s.run.contract_copy.read_text() == original
+    assert (s.repo / "paella.toml").read_text() == cheat
+    evaluated = s.of(EvaluationFinished)[-1]
+    assert [(r.gate, r.status) for r in evaluated.results] == [("g1", "fail")]
+    assert sorted(r["drift"] for r in s.ledger("drift")) == ["claimed-done", "contract"]
+    # The warning is in the ledger before the recovery, and in the handoff written for it.
+    kinds = s.kinds()
+    assert kinds.index("drift") < kinds.index("recovery-needed"), kinds
+    handoff = section_of((s.run.dir / "handoff.md").read_text(), "Drift warnings")
+    assert "paella.toml changed during the run" in handoff, handoff
+    assert kinds[-1] == "run-stopped", kinds
+    await s.no_process_left()
+
+
+async def test_resetting_the_branch_past_the_checkpoint_is_history_drift(
+    scenario: Callable[..., Scenario],
+) -> None:
+    s = scenario(
+        {
+            1: [
+                ["write", "work.txt", "work\n"],
+                ["git", "add", "work.txt"],
+                ["git", "commit", "-q", "-m", "work"],
+                ["write", "a.txt", "a\n"],
+                wait_checkpoints(1),
+                # Rewind the branch; the files stay (a soft reset), so no gate breaks.
+                ["git", "reset", "-q", "--soft", "HEAD~1"],
+                ["exit", 0],
+            ]
+        },
+    )
+
+    code = await s.run_loop(policy("stop"))
+
+    assert code == 0, s.story()
+    checkpoint = s.of(CheckpointTaken)[0].record_
+    assert checkpoint.head is not None and checkpoint.head != s.head0
+    history = s.drift("history")
+    assert len(history) == 1, s.story()
+    message = history[0].message
+    assert "main" in message and checkpoint.head[:7] in message and s.head0[:7] in message
+    assert s.git.head(s.repo) == s.head0
+    # The rewound commit is still reachable through the checkpoint.
+    assert s.ref(f"{checkpoint.ref}^") == checkpoint.head
+    assert [r["drift"] for r in s.ledger("drift")] == ["history"]
+    await s.no_process_left()
+
+
+async def test_an_agent_command_that_does_not_exist_is_a_clear_error(
+    scenario: Callable[..., Scenario],
+) -> None:
+    s = scenario({}, agent=["paella-no-such-agent-xyz", "{prompt}"])
+
+    code = await s.run_loop(policy("rollback"))
+
+    assert code == 2, s.story()
+    errors = [n for n in s.of(Notice) if n.level == "error"]
+    assert len(errors) == 1, s.story()
+    assert "'paella-no-such-agent-xyz' was not found" in errors[0].message
+    assert "paella.toml" in errors[0].message
+    assert not s.of(AgentStarted) and not s.of(RecoveryNeeded)
+    stopped = s.ledger("run-stopped")
+    assert len(stopped) == 1 and "could not start" in stopped[0]["reason"]
+    assert "agent-started" not in s.kinds()
+    await s.no_process_left()

@@ -1,0 +1,466 @@
+"""The agent's live output: a bounded, colour-keeping view of the engine's output tail, with
+follow (``f``) and search (``/``, then ``n``/``N``).
+
+The engine's :class:`~supervisor.output_tail.OutputTail` is fed from the agent's reader; this
+widget polls its ``version`` every 100 ms and, when it moved, takes only the lines it has not
+shown yet, in one batch (an agent printing a million lines costs at most one batch of the newest
+5,000 lines per poll, never a message per line). Lines are kept raw (with their SGR colours) and
+turned into styled text only when they are drawn, so only the visible lines cost anything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.containers import Vertical
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive, var
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Input
+
+from supervisor.output_tail import OutputTail
+
+MAX_LINES = 5000
+"""The most lines kept (and searchable) in the view."""
+POLL_S = 0.1
+"""How often the tail's version is looked at."""
+_MAX_WIDTH = 2000
+"""Horizontal scrolling stops here; the tail already cuts lines at 64 KiB."""
+
+# The tail keeps only SGR sequences; the plain text (for search) is the line without them.
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+_MATCH_STYLE = Style(bold=True, reverse=True)
+_CURRENT_STYLE = Style(bold=True, reverse=True, underline=True)
+
+
+def plain(line: str) -> str:
+    """``line`` without its colour sequences."""
+    return _SGR.sub("", line) if "\x1b" in line else line
+
+
+class OutputView(ScrollView, can_focus=True):
+    """The lines of output themselves (the line API: only visible lines are rendered)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "scroll_up", "up", show=False),
+        Binding("down", "scroll_down", "down", show=False),
+        Binding("pageup", "page_up", "page up", show=False),
+        Binding("pagedown", "page_down", "page down", show=False),
+        Binding("home", "scroll_home", "top", show=False),
+        Binding("end", "scroll_end", "end (follow)", show=False),
+        Binding("n", "next_match", "next match", show=False),
+        Binding("N", "previous_match", "previous match", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    OutputView {
+        background: $surface;
+        overflow: auto auto;
+        scrollbar-size: 1 1;
+    }
+    """
+
+    class Scrolled(Message):
+        """The person scrolled: away from the end (stop following) or to it (follow)."""
+
+        def __init__(self, view: OutputView, at_end: bool) -> None:
+            super().__init__()
+            self.view = view
+            self.at_end = at_end
+
+        @property
+        def control(self) -> OutputView:
+            """The view that was scrolled."""
+            return self.view
+
+    class MatchMoved(Message):
+        """The current search match changed (``index`` of ``count``, from 1; 0 when none)."""
+
+        def __init__(self, view: OutputView, index: int, count: int) -> None:
+            super().__init__()
+            self.view = view
+            self.index = index
+            self.count = count
+
+        @property
+        def control(self) -> OutputView:
+            """The view whose match moved."""
+            return self.view
+
+    def __init__(self, *, max_lines: int = MAX_LINES, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._lines: deque[str] = deque(maxlen=max_lines)
+        self._first = 0
+        """The absolute number of ``_lines[0]`` (lines dropped so far)."""
+        self._partial = ""
+        self._width = 0
+        self._cache: LRUCache[int, Strip] = LRUCache(1024)
+        self._query = ""
+        self._matches: list[int] = []
+        """Absolute line numbers that contain the query, oldest first."""
+        self._current: int | None = None
+        """Index into ``_matches`` of the current match."""
+
+    # --- content ----------------------------------------------------------------------------
+
+    @property
+    def line_count(self) -> int:
+        """Lines shown, the unfinished last one included."""
+        return len(self._lines) + (1 if self._partial else 0)
+
+    def add(self, lines: list[str], partial: str) -> None:
+        """Append complete ``lines`` and set the unfinished last line (one batch)."""
+        overflow = 0
+        if lines:
+            overflow = max(0, len(self._lines) + len(lines) - (self._lines.maxlen or 0))
+            if overflow:
+                # Absolute numbers keep the cache and the matches valid as old lines drop.
+                self._first += overflow
+                current = None if self._current is None else self._matches[self._current]
+                self._matches = [m for m in self._matches if m >= self._first]
+                self._current = self._matches.index(current) if current in self._matches else None
+            self._lines.extend(lines)
+            self._width = min(_MAX_WIDTH, max(self._width, *(len(line) for line in lines)))
+            if self._query:
+                needle = self._query
+                self._matches.extend(
+                    self._first + i
+                    for i in range(max(0, len(self._lines) - len(lines)), len(self._lines))
+                    if needle in plain(self._lines[i]).lower()
+                )
+        if lines and overflow:
+            # The oldest lines dropped and every line moved up: keep the same lines in view
+            # (a follower is taken to the end again anyway).
+            self.scroll_to(y=max(0, self.scroll_offset.y - overflow), animate=False, immediate=True)
+        changed_partial = partial != self._partial
+        self._partial = partial
+        if partial:
+            self._width = min(_MAX_WIDTH, max(self._width, len(partial)))
+        if lines or changed_partial:
+            self.virtual_size = Size(self._width, self.line_count)
+            # Rendered lines are cached by absolute number, so a full refresh only draws what
+            # is visible, and stays right when old lines dropped and everything moved up.
+            self.refresh()
+
+    def clear(self) -> None:
+        """Forget every line."""
+        self._lines.clear()
+        self._partial = ""
+        self._first = 0
+        self._width = 0
+        self._cache.clear()
+        self._matches = []
+        self._current = None
+        self.virtual_size = Size(0, 0)
+        self.refresh()
+
+    # --- search -----------------------------------------------------------------------------
+
+    def search(self, query: str) -> int:
+        """Highlight every match of ``query`` (case-insensitive); jump to the newest. Returns the count."""
+        self._query = query.lower()
+        self._cache.clear()
+        if not self._query:
+            self._matches, self._current = [], None
+            self.refresh()
+            return 0
+        self._matches = [
+            self._first + i
+            for i, line in enumerate(self._lines)
+            if self._query in plain(line).lower()
+        ]
+        self._current = len(self._matches) - 1 if self._matches else None
+        self._show_current()
+        self.refresh()
+        return len(self._matches)
+
+    def action_next_match(self) -> None:
+        """Jump to the next (newer) match."""
+        self._step(+1)
+
+    def action_previous_match(self) -> None:
+        """Jump to the previous (older) match."""
+        self._step(-1)
+
+    def _step(self, step: int) -> None:
+        if not self._matches:
+            self.app.bell()
+            return
+        current = len(self._matches) - 1 if self._current is None else self._current
+        self._current = (current + step) % len(self._matches)
+        self._cache.clear()
+        self._show_current()
+        self.refresh()
+
+    def _show_current(self) -> None:
+        if self._current is None:
+            self.post_message(self.MatchMoved(self, 0, len(self._matches)))
+            return
+        index = self._matches[self._current] - self._first
+        self.scroll_to(y=max(0, index - self.size.height // 2), animate=False, immediate=True)
+        self.post_message(self.Scrolled(self, at_end=False))
+        self.post_message(self.MatchMoved(self, self._current + 1, len(self._matches)))
+
+    # --- scrolling by a person ----------------------------------------------------------------
+
+    def _scrolled(self) -> None:
+        self.post_message(self.Scrolled(self, at_end=self.is_vertical_scroll_end))
+
+    def action_scroll_up(self) -> None:
+        """Scroll up one line (and stop following)."""
+        self.scroll_up(animate=False, immediate=True)
+        self._scrolled()
+
+    def action_scroll_down(self) -> None:
+        """Scroll down one line."""
+        self.scroll_down(animate=False, immediate=True)
+        self._scrolled()
+
+    def action_page_up(self) -> None:
+        """Scroll up a page (and stop following)."""
+        self.scroll_page_up(animate=False)
+        self.post_message(self.Scrolled(self, at_end=False))
+
+    def action_page_down(self) -> None:
+        """Scroll down a page."""
+        self.scroll_page_down(animate=False)
+        self._scrolled()
+
+    def action_scroll_home(self) -> None:
+        """Go to the oldest line kept (and stop following)."""
+        self.scroll_home(animate=False)
+        self.post_message(self.Scrolled(self, at_end=False))
+
+    def action_scroll_end(self) -> None:
+        """Go to the newest line and follow again."""
+        self.scroll_end(animate=False)
+        self.post_message(self.Scrolled(self, at_end=True))
+
+    def on_mouse_scroll_up(self, _event: events.MouseScrollUp) -> None:
+        """The wheel went up: stop following."""
+        self.post_message(self.Scrolled(self, at_end=False))
+
+    def on_mouse_scroll_down(self, _event: events.MouseScrollDown) -> None:
+        """The wheel went down: follow again if it reached the end."""
+        self.call_after_refresh(self._scrolled)
+
+    # --- drawing ----------------------------------------------------------------------------
+
+    def notify_style_update(self) -> None:
+        """Styles changed: forget the rendered lines."""
+        super().notify_style_update()
+        self._cache.clear()
+
+    def render_line(self, y: int) -> Strip:
+        """One visible row: line ``scroll_y + y``, cropped to the view."""
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.size.width
+        style = self.rich_style
+        if index < len(self._lines):
+            absolute = self._first + index
+            strip = self._cache.get(absolute)
+            if strip is None:
+                strip = self._draw_line(self._lines[index], absolute, style)
+                self._cache[absolute] = strip
+        elif index == len(self._lines) and self._partial:
+            # The unfinished line changes with every progress update: never cached.
+            strip = self._draw_line(self._partial, None, style)
+        else:
+            return Strip.blank(width, style)
+        return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
+
+    def _draw_line(self, raw: str, absolute: int | None, style: Style) -> Strip:
+        text = Text.from_ansi(raw.expandtabs(), no_wrap=True, end="")
+        text.stylize_before(style)
+        if self._query:
+            current = (
+                self._current is not None
+                and absolute is not None
+                and self._matches[self._current] == absolute
+            )
+            lowered = text.plain.lower()
+            start = lowered.find(self._query)
+            while start >= 0:
+                end = start + len(self._query)
+                text.stylize(_CURRENT_STYLE if current else _MATCH_STYLE, start, end)
+                start = lowered.find(self._query, end)
+        return Strip(text.render(self.app.console), text.cell_len)
+
+
+class AgentLog(Vertical):
+    """The live agent output with follow and search; fed by setting ``source``."""
+
+    DEFAULT_CSS = """
+    AgentLog {
+        height: 1fr;
+    }
+    AgentLog > OutputView {
+        height: 1fr;
+    }
+    AgentLog > Input {
+        display: none;
+        height: 1;
+        border: none;
+        padding: 0 1;
+        background: $boost;
+    }
+    AgentLog.-searching > Input {
+        display: block;
+    }
+    """
+
+    source: var[OutputTail | None] = var(None)
+    """The engine's output tail to show (a new run loop brings a new one)."""
+    follow: reactive[bool] = reactive(True)
+    """Keep the newest line in view as output arrives (``f`` toggles)."""
+    search_text: reactive[str] = reactive("")
+    """The search text; every match is highlighted."""
+
+    class SearchChanged(Message):
+        """A search ran: ``count`` lines match ``query``."""
+
+        def __init__(self, agent_log: AgentLog, query: str, count: int) -> None:
+            super().__init__()
+            self.agent_log = agent_log
+            self.query = query
+            self.count = count
+
+        @property
+        def control(self) -> AgentLog:
+            """The log that was searched."""
+            return self.agent_log
+
+    def __init__(self, *, max_lines: int = MAX_LINES, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._max_lines = max_lines
+        self._seen_version = -1
+        self._seen_total = 0
+        self._match_note = ""
+        # Kept, not queried: the poll may tick while the log is being taken down.
+        self._view = OutputView(max_lines=max_lines)
+        self._search_box = Input(
+            placeholder="search the output · enter: jump · esc: close", id="log-search"
+        )
+
+    def compose(self) -> ComposeResult:
+        """The view and its (hidden) search box."""
+        yield self._view
+        yield self._search_box
+
+    def on_mount(self) -> None:
+        """Poll the tail while mounted."""
+        self._retitle()
+        self.set_interval(POLL_S, self.poll, name="agent-log-poll")
+
+    @property
+    def view(self) -> OutputView:
+        """The line view (a child of this widget)."""
+        return self._view
+
+    def watch_source(self, old: OutputTail | None, new: OutputTail | None) -> None:
+        """A new tail (a new run loop): its lines are all new; the old lines stay above them."""
+        self._seen_version = -1
+        self._seen_total = 0
+        if self.is_mounted:
+            self.poll()
+
+    def watch_follow(self, follow: bool) -> None:
+        """Following again jumps to the newest line."""
+        self._retitle()
+        if follow and self.is_mounted:
+            self.view.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def watch_search_text(self, query: str) -> None:
+        """Run the search and say how it went."""
+        if not self.is_mounted:
+            return
+        count = self.view.search(query)
+        if not query:
+            self._match_note = ""
+            self._retitle()
+        self.post_message(self.SearchChanged(self, query, count))
+
+    def poll(self) -> None:
+        """Take what the tail has that the view has not shown yet (one batch)."""
+        tail = self.source
+        if tail is None or tail.version == self._seen_version:
+            return
+        self._seen_version = tail.version
+        new = tail.total_lines - self._seen_total
+        self._seen_total = tail.total_lines
+        partial = tail.partial
+        lines: list[str] = []
+        if new > 0:
+            wanted = min(new, self._max_lines)
+            got = tail.lines(wanted + 1) if partial else tail.lines(wanted)
+            lines = got[:-1] if partial else got
+        view = self.view
+        view.add(lines, partial)
+        if self.follow:
+            # After the refresh: the new virtual size must be laid out before the end moves.
+            view.call_after_refresh(view.scroll_end, animate=False, immediate=True)
+
+    # --- actions the screen calls -----------------------------------------------------------
+
+    def toggle_follow(self) -> None:
+        """``f``: follow the newest output, or stop following."""
+        self.follow = not self.follow
+
+    def open_search(self) -> None:
+        """``/``: show the search box and focus it."""
+        self.add_class("-searching")
+        box = self._search_box
+        box.value = self.search_text
+        box.focus()
+
+    def close_search(self) -> None:
+        """Hide the search box and clear the highlights."""
+        self.remove_class("-searching")
+        self.search_text = ""
+        self.view.focus()
+
+    # --- messages from the children ----------------------------------------------------------
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter: search (again) and give the keys back to the view (``n``/``N`` step)."""
+        event.stop()
+        if event.value == self.search_text:
+            self.view.action_previous_match()
+        self.search_text = event.value
+        self.view.focus()
+
+    def on_key(self, event: events.Key) -> None:
+        """Escape closes the search."""
+        if event.key == "escape" and self.has_class("-searching"):
+            event.stop()
+            self.close_search()
+
+    def on_output_view_scrolled(self, event: OutputView.Scrolled) -> None:
+        """Scrolling away stops following; scrolling back to the end follows again."""
+        event.stop()
+        self.follow = event.at_end
+
+    def on_output_view_match_moved(self, event: OutputView.MatchMoved) -> None:
+        """Show where the current match is in the title."""
+        event.stop()
+        if event.count:
+            self._match_note = f"match {event.index}/{event.count} · n/N"
+        elif self.search_text:
+            self._match_note = f"no match for {self.search_text!r}"
+        self._retitle()
+
+    def _retitle(self) -> None:
+        how = "following ↓" if self.follow else "paused · f follows"
+        self.border_title = f"agent output · {how}"
+        self.border_subtitle = self._match_note

@@ -1,0 +1,74 @@
+"""The drift warnings of the run (SPEC 8), newest first: each one ⚠, its time, kind and message."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import DataTable
+
+from supervisor.events import DriftDetected
+from widgets.fitted_table import FittedTable, fit
+from widgets.symbols import REGRESSION_STYLE, WARNING
+
+# The kinds that mean the work itself went wrong stand out; the others (a stall, flapping) are
+# warnings about the run.
+_LOUD = frozenset({"regression", "protected", "claimed-done", "history"})
+
+
+class DriftFeed(FittedTable):
+    """Drift warnings, newest first."""
+
+    warnings: reactive[tuple[DriftDetected, ...]] = reactive((), always_update=False)
+    """The warnings, newest first."""
+
+    class Selected(Message):
+        """A warning was chosen (enter): the screen shows its whole message."""
+
+        def __init__(self, feed: DriftFeed, warning: DriftDetected) -> None:
+            super().__init__()
+            self.feed = feed
+            self.warning = warning
+
+        @property
+        def control(self) -> DriftFeed:
+            """The feed that sent it."""
+            return self.feed
+
+    def watch_warnings(self) -> None:
+        """Redraw, with the count in the title."""
+        self.redraw()
+        count = len(self.warnings)
+        self.border_title = f"drift {WARNING} {count}" if count else "drift: none"
+
+    def table_rows(self) -> Sequence[DriftDetected]:
+        """The warnings, newest first."""
+        return self.warnings
+
+    def empty_text(self) -> str:
+        """No drift: the good case."""
+        return "no drift so far"
+
+    def column_widths(self, width: int) -> tuple[int | None, ...]:
+        """mark | time | kind | message."""
+        return (2, 6, 13, None)
+
+    def row_cells(self, row: DriftDetected, widths: tuple[int, ...]) -> tuple[Text, ...]:
+        """A warning's cells: the kinds that mean broken work are bold and reversed."""
+        style = REGRESSION_STYLE if row.drift in _LOUD else "yellow"
+        return (
+            fit(f"{WARNING} ", widths[0], style),
+            fit(time.strftime("%H:%M", time.localtime(row.at)), widths[1], "dim"),
+            fit(row.drift, widths[2], style),
+            fit(f" {row.message}", widths[3]),
+        )
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Turn the table's row selection into a ``DriftFeed.Selected``."""
+        event.stop()
+        row = self.row_at_cursor()
+        if row is not None:
+            self.post_message(self.Selected(self, row))

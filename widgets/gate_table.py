@@ -1,0 +1,134 @@
+"""The contract's gates: state, duration, when each last ran, and whether it was green before.
+
+A regression (a gate green earlier in the run, red now) stands out three ways at once: a ⚠
+symbol, the words "was ✓", and a bold, reversed row, so it reads in any terminal and without
+colour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import DataTable
+
+from widgets.fitted_table import FittedTable, fit
+from widgets.symbols import (
+    GATE_MARKS,
+    GATE_STYLES,
+    PASS,
+    REGRESSION_STYLE,
+    WARNING,
+    age,
+    short_duration,
+)
+
+
+@dataclass(frozen=True)
+class GateRow:
+    """One gate as the table shows it."""
+
+    name: str
+    status: str = "pending"
+    """pending | running | pass | fail | timeout | error | stale | flaky."""
+    duration_s: float | None = None
+    finished_at: float | None = None
+    """Wall-clock time of the last verdict, or None if it never ran."""
+    ever_green: bool = False
+    """Green on some tree of this run (since the last rollback)."""
+    regressed: bool = False
+    """Was green, is red now."""
+    message: str = ""
+    """Why, in words, for a timeout or a gate that could not run."""
+
+
+class GateTable(FittedTable):
+    """The gates of the contract, one row each, regressions first to the eye."""
+
+    DEFAULT_CSS = """
+    GateTable > .datatable--cursor { text-style: bold underline; }
+    """
+
+    gates: reactive[tuple[GateRow, ...]] = reactive((), always_update=False)
+    """The rows, in contract order."""
+    now: reactive[float] = reactive(0.0)
+    """The wall-clock time the "ran … ago" column counts from (frozen in snapshots)."""
+
+    class Selected(Message):
+        """A gate was chosen (enter): the screen may show its last output."""
+
+        def __init__(self, table: GateTable, gate: GateRow) -> None:
+            super().__init__()
+            self.table = table
+            self.gate = gate
+
+        @property
+        def control(self) -> GateTable:
+            """The table that sent it."""
+            return self.table
+
+    def watch_gates(self) -> None:
+        """Redraw the rows and the title when the gates change."""
+        self.redraw()
+        self._retitle()
+
+    def watch_now(self) -> None:
+        """The ages moved: redraw (only when the ages are shown at this width)."""
+        if self.size.width >= 46:
+            self.redraw()
+
+    def _retitle(self) -> None:
+        green = sum(g.status in ("pass", "flaky") for g in self.gates)
+        regressed = sum(g.regressed for g in self.gates)
+        title = f"gates {green}/{len(self.gates)} {PASS}"
+        if regressed:
+            title += f"  {WARNING} {regressed} regressed"
+        self.border_title = title
+
+    def table_rows(self) -> Sequence[GateRow]:
+        """The gates, in contract order."""
+        return self.gates
+
+    def empty_text(self) -> str:
+        """A contract without gates can never be done."""
+        return "no gates in the contract"
+
+    def column_widths(self, width: int) -> tuple[int | None, ...]:
+        """mark | name | state | took | ran (wide only) | was green."""
+        if width >= 46:
+            return (2, None, 8, 7, 8, 8)
+        return (2, None, 8, 6, 8)
+
+    def row_cells(self, row: GateRow, widths: tuple[int, ...]) -> tuple[Text, ...]:
+        """A gate's cells; a regression's row is bold and reversed, with ⚠ and "was ✓"."""
+        mark = WARNING if row.regressed else GATE_MARKS.get(row.status, "?")
+        style = REGRESSION_STYLE if row.regressed else GATE_STYLES.get(row.status, "")
+        state = row.status
+        took = short_duration(row.duration_s) if row.status not in ("pending", "running") else ""
+        if row.regressed:
+            was = f"was {PASS} {WARNING}"
+        elif row.ever_green and row.status not in ("pass", "flaky"):
+            was = f"was {PASS}"
+        else:
+            was = ""
+        cells = [f"{mark} ", row.name, state, took]
+        if len(widths) == 6:
+            ran = age(self.now - row.finished_at) if row.finished_at and self.now else ""
+            cells.append(ran)
+        cells.append(was)
+        out = []
+        for index, (cell, width) in enumerate(zip(cells, widths, strict=True)):
+            # One space of gutter before every column but the first two.
+            text = cell if index < 2 else f" {cell}"
+            out.append(fit(text, width, style if index != 1 or row.regressed else ""))
+        return tuple(out)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Turn the table's row selection into a ``GateTable.Selected`` for the screen."""
+        event.stop()
+        row = self.row_at_cursor()
+        if row is not None:
+            self.post_message(self.Selected(self, row))

@@ -1,0 +1,201 @@
+"""The top two lines: the run and its state at a glance, the agent's pid, attempt, uptime, CPU and
+memory (with a sparkline), the retry countdown, and the verdict when the run is done.
+
+Line one says what is happening (a symbol and words, never colour alone); line two says with
+what: the agent's resources while it runs, the countdown while a retry waits, the gates that
+proved the run done, or why it stopped.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Sparkline, Static
+
+from widgets.symbols import FAIL, PASS, PENDING, RUNNING, STOPPED, WARNING, short_duration, size
+
+CPU_POINTS = 32
+"""CPU samples drawn by the sparkline (two per cell)."""
+
+# state -> (symbol, words, style of the state badge)
+_STATES: dict[str, tuple[str, str, str]] = {
+    "starting": (PENDING, "starting", "bold"),
+    "running": (RUNNING, "running", "bold green"),
+    "evaluating": (PENDING, "agent ended: judging the gates", "bold yellow"),
+    "retry-wait": (PENDING, "waiting to retry", "bold yellow"),
+    "recovering": (FAIL, "agent died: recovery needs you", "bold reverse red"),
+    "resuming": (PENDING, "resuming", "bold"),
+    "done": (PASS, "done", "bold reverse green"),
+    "stopped": (STOPPED, "stopped, not done", "bold reverse"),
+    "stopping": (PENDING, "stopping the agent…", "bold yellow"),
+    "error": (FAIL, "supervisor error", "bold reverse red"),
+}
+
+
+class RunHeader(Widget):
+    """Run name and state, the agent's vital signs, and the verdict."""
+
+    DEFAULT_CSS = """
+    RunHeader {
+        height: 2;
+        background: $panel;
+        layout: vertical;
+    }
+    RunHeader #run-line {
+        height: 1;
+        width: 1fr;
+    }
+    RunHeader #agent-line {
+        height: 1;
+        layout: horizontal;
+    }
+    RunHeader #agent-stats {
+        width: auto;
+        max-width: 40;
+        height: 1;
+        padding: 0 0 0 1;
+    }
+    RunHeader #agent-cpu {
+        width: 16;
+        height: 1;
+        margin: 0 1;
+    }
+    RunHeader #run-note {
+        width: 1fr;
+        height: 1;
+    }
+    RunHeader.-idle #agent-stats, RunHeader.-idle #agent-cpu {
+        display: none;
+    }
+    RunHeader.-done {
+        background: $success 25%;
+    }
+    RunHeader.-alarm {
+        background: $error 25%;
+    }
+    """
+
+    run_name: reactive[str] = reactive("")
+    """The run's name (the contract's ``[run] name``)."""
+    run_id: reactive[str] = reactive("")
+    """The run id."""
+    state: reactive[str] = reactive("starting")
+    """starting | running | evaluating | retry-wait | recovering | resuming | done | stopped | stopping | error."""
+    attempt: reactive[int] = reactive(0)
+    """The current (or last) attempt, from 1."""
+    pid: reactive[int | None] = reactive(None)
+    """The agent's pid while an attempt lives."""
+    started: reactive[float | None] = reactive(None)
+    """Wall-clock start of the agent process (for the uptime)."""
+    now: reactive[float] = reactive(0.0)
+    """The wall-clock time the uptime and countdown count from (frozen in snapshots)."""
+    cpu_percent: reactive[float | None] = reactive(None)
+    """CPU of the agent's whole process tree, percent of one core."""
+    rss_bytes: reactive[int | None] = reactive(None)
+    """Memory of the agent's whole process tree."""
+    descendants: reactive[int | None] = reactive(None)
+    """How many processes the agent's tree has below the agent."""
+    cpu_history: reactive[tuple[float, ...]] = reactive(())
+    """Recent CPU samples, oldest first, for the sparkline."""
+    retry_at: reactive[float | None] = reactive(None)
+    """Wall-clock time of the next attempt while a retry waits."""
+    done_gates: reactive[tuple[str, ...] | None] = reactive(None)
+    """The gates that proved the run done, once it is."""
+    detail: reactive[str] = reactive("")
+    """A short note for line two: how the agent ended, why the run stopped."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        # Kept, not queried: a redraw may come while the header is being taken down.
+        self._run_line_static = Static(id="run-line")
+        self._stats_static = Static(id="agent-stats")
+        self._cpu = Sparkline((), summary_function=max, id="agent-cpu")
+        self._note_static = Static(id="run-note")
+
+    def compose(self) -> ComposeResult:
+        """Two lines: the run, then the agent."""
+        yield self._run_line_static
+        with Widget(id="agent-line"):
+            yield self._stats_static
+            yield self._cpu
+            yield self._note_static
+
+    def on_mount(self) -> None:
+        """Draw once mounted."""
+        self._redraw()
+
+    def on_resize(self) -> None:
+        """Line one drops its least important parts when narrow."""
+        self._redraw()
+
+    def _redraw(self) -> None:
+        if not self.is_mounted:
+            return
+        alive = self.state in ("running", "stopping") and self.pid is not None
+        self.set_class(not alive, "-idle")
+        self.set_class(self.state == "done", "-done")
+        self.set_class(self.state in ("recovering", "error"), "-alarm")
+        self._run_line_static.update(self._run_line())
+        self._stats_static.update(self._stats())
+        # Zeros on the left: the chart fills from the right, and one sample is not a full bar.
+        history = list(self.cpu_history)[-CPU_POINTS:]
+        self._cpu.data = [0.0] * (CPU_POINTS - len(history)) + history
+        self._note_static.update(self._note())
+
+    # Every reactive changes what the two lines say; one redraw serves them all.
+    watch_run_name = watch_run_id = watch_state = watch_attempt = watch_pid = _redraw
+    watch_started = watch_now = watch_cpu_percent = watch_rss_bytes = _redraw
+    watch_descendants = watch_cpu_history = watch_retry_at = watch_done_gates = _redraw
+    watch_detail = _redraw
+
+    def _run_line(self) -> Text:
+        symbol, words, style = _STATES.get(self.state, (WARNING, self.state, "bold"))
+        if self.state == "retry-wait" and self.retry_at is not None:
+            words = f"retry in {short_duration(max(0.0, self.retry_at - self.now))}"
+        pieces: list[Text] = [
+            Text(f" {self.run_name} ", style="bold"),
+            Text(f" {symbol} {words} ", style=style),
+        ]
+        if self.attempt:
+            pieces.append(Text(f"  attempt {self.attempt}"))
+        if self.pid is not None and self.state in ("running", "stopping", "evaluating"):
+            pieces.append(Text(f"  pid {self.pid}"))
+        if self.started is not None and self.now and self.state in ("running", "stopping"):
+            pieces.append(Text(f"  up {short_duration(self.now - self.started)}"))
+        if self.run_id:
+            pieces.append(Text(f"  run {self.run_id}", style="dim"))
+        width = self.size.width or 200
+        # Drop the least important pieces (from the right) until the line fits.
+        while len(pieces) > 2 and sum(p.cell_len for p in pieces) > width:
+            pieces.pop()
+        line = Text.assemble(*pieces)
+        line.no_wrap = True
+        line.truncate(width, overflow="ellipsis")
+        return line
+
+    def _stats(self) -> Text:
+        cpu = f"{self.cpu_percent:.0f}%" if self.cpu_percent is not None else "-"
+        count = None if self.descendants is None else self.descendants + 1
+        procs = "" if count is None else f"  {count} proc{'s' if count != 1 else ''}"
+        return Text(f"cpu {cpu}  mem {size(self.rss_bytes)}{procs}", no_wrap=True)
+
+    def _note(self) -> Text:
+        if self.state == "done":
+            gates = ", ".join(self.done_gates or ()) or "every gate"
+            text = Text(f" {PASS} done: every gate green on the final tree ({gates})", style="bold")
+            text.append("   q quits", style="dim")
+        elif self.state == "retry-wait":
+            text = Text(f" {PENDING} {self.detail}", style="yellow")
+            text.append("   R retries now", style="dim")
+        elif self.state == "stopped":
+            text = Text(f" {STOPPED} {self.detail or 'stopped'}", style="bold")
+            text.append("   R resumes", style="dim")
+        elif self.state in ("recovering", "evaluating", "error"):
+            text = Text(f" {FAIL} {self.detail}" if self.detail else "", style="bold")
+        else:
+            text = Text(f" {self.detail}" if self.detail else "", style="dim")
+        text.no_wrap = True
+        text.overflow = "ellipsis"
+        return text
