@@ -26,7 +26,8 @@ baseline in the same run:
    the end of ``wait()`` (agent.log complete), the peak RSS (``VmHWM``), agent.log byte-exact,
    and the event loop's lateness (a coroutine sleeping 10 ms in a loop) during the flood: the
    engine-level stand-in for "keys answered within 200 ms (p95)". For a ``RunLoop`` under a pty
-   (the default) and with pipes; baseline: asyncio pipes read in 64 KiB chunks into a file.
+   (the default) and with pipes; baselines, one per transport: a bare pty reader and asyncio
+   pipes, each copying 64 KiB reads into a file.
 
 It prints the machine, a Markdown table (measure | median | p95 | × baseline | target |
 verdict; latency verdicts are on the p95) and says which SPEC 13 target was missed. It exits 0
@@ -48,11 +49,13 @@ import hashlib
 import json
 import os
 import platform
+import pty
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -651,36 +654,68 @@ async def child_flood(workspace: Path) -> None:
     )
 
 
-async def child_flood_baseline(bench_root: Path, lines: int) -> None:
-    """The same flood read by plain asyncio pipes in 64 KiB chunks into a file."""
+async def read_pty_into(proc: subprocess.Popen[bytes], read_fd: int, log_fd: int) -> None:
+    """Copy a pty's output into a file from a loop reader (64 KiB reads) until it ends."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        while True:
+            try:
+                data = os.read(read_fd, 64 * 1024)
+            except BlockingIOError:
+                return
+            except OSError:  # EIO: every slave end is closed
+                data = b""
+            if not data:
+                loop.remove_reader(read_fd)
+                done.set_result(None)
+                return
+            os.write(log_fd, data)
+
+    loop.add_reader(read_fd, readable)
+    await done
+    await asyncio.to_thread(proc.wait)
+
+
+async def child_flood_baseline(bench_root: Path, lines: int, tty: bool) -> None:
+    """The same flood copied into a file by plain asyncio: pipes (streams) or a bare pty reader."""
     samples: list[tuple[float, float]] = []
     stop = asyncio.Event()
     monitor = asyncio.create_task(lateness_monitor(samples, stop))
-    out = bench_root / "flood-baseline-stamps"
+    kind = "pty" if tty else "pipes"
+    out = bench_root / f"flood-baseline-{kind}-agent"
     out.mkdir(exist_ok=True)
-    log_path = bench_root / "flood-baseline.log"
+    log_path = bench_root / f"flood-baseline-{kind}.log"
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-S",
-        str(bench_root / "agent.py"),
-        "flood",
-        str(lines),
-        str(out),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    while chunk := await proc.stdout.read(64 * 1024):
-        os.write(fd, chunk)
+    argv = [sys.executable, "-S", str(bench_root / "agent.py"), "flood", str(lines), str(out)]
+    if tty:
+        read_fd, child_fd = pty.openpty()
+        attrs = termios.tcgetattr(child_fd)
+        attrs[1] &= ~termios.ONLCR  # as paella does: the log holds exactly what was written
+        termios.tcsetattr(child_fd, termios.TCSANOW, attrs)
+        popen = subprocess.Popen(
+            argv, stdin=child_fd, stdout=child_fd, stderr=child_fd, start_new_session=True
+        )
+        os.close(child_fd)
+        os.set_blocking(read_fd, False)
+        await read_pty_into(popen, read_fd, fd)
+        os.close(read_fd)
+        code = popen.returncode
+    else:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(64 * 1024):
+            os.write(fd, chunk)
+        code = await proc.wait()
     os.close(fd)
-    await proc.wait()
     drained = time.time()
     stop.set()
     await monitor
     emit_json(
-        {"code": proc.returncode, "drained": drained, "log": str(log_path), "hwm": vm_hwm()}
+        {"code": code, "drained": drained, "log": str(log_path), "hwm": vm_hwm()}
         | {"lateness": samples}
     )
 
@@ -693,8 +728,9 @@ def child_main(args: argparse.Namespace) -> int:
         asyncio.run(child_idle_baseline())
     elif args.child == "flood":
         asyncio.run(child_flood(args.workspace))
-    elif args.child == "flood-baseline":
-        asyncio.run(child_flood_baseline(args.workspace, args.lines))
+    elif args.child in ("flood-baseline-pty", "flood-baseline-pipes"):
+        tty = args.child == "flood-baseline-pty"
+        asyncio.run(child_flood_baseline(args.workspace, args.lines, tty))
     return 0
 
 
@@ -846,10 +882,10 @@ class FloodResult:
 
 
 def measure_flood(bench: Bench, mode: str, lines: int) -> FloodResult:
-    """Measure 4 for one supervisor: ``pty``, ``pipes`` (RunLoop) or ``baseline``."""
-    if mode == "baseline":
-        proc = spawn_child("flood-baseline", bench.root, lines)
-        stamps = bench.root / "flood-baseline-stamps"
+    """Measure 4 for one supervisor: ``pty``, ``pipes`` (RunLoop), or a ``baseline-*``."""
+    if mode.startswith("baseline-"):
+        proc = spawn_child(f"flood-{mode}", bench.root, lines)
+        stamps = bench.root / f"flood-{mode}-agent"
     else:
         name = f"flood-{mode}"
         stamps = bench.root / f"{name}-agent"
@@ -1083,15 +1119,16 @@ def build_rows(
                 result.rss_peak <= IDLE_RSS_TARGET_MB * MB if counts else None,
             )
         )
-    baseline_flood = floods["baseline"]
     for mode, label in (
-        ("baseline", "baseline: asyncio pipes, 64 KiB reads into a file"),
+        ("baseline-pty", "baseline: bare pty reader (loop reader, 64 KiB reads) into a file"),
         ("pty", "RunLoop, pty (default)"),
+        ("baseline-pipes", "baseline: asyncio pipes (streams, 64 KiB reads) into a file"),
         ("pipes", "RunLoop, pipes (`tty = false`)"),
     ):
         flood = floods[mode]
-        counts = mode != "baseline"
-        prefix = f"**4. flood of {lines:,} lines.** " if mode == "baseline" else ""
+        counts = not mode.startswith("baseline-")
+        baseline_flood = floods[mode if not counts else f"baseline-{mode}"]
+        prefix = f"**4. flood of {lines:,} lines.** " if mode == "baseline-pty" else ""
         rows.append(
             Row(
                 f"{prefix}{label}: agent start → agent.log complete (agent's own writing took "
@@ -1247,7 +1284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"3. idle supervisor: {idle_seconds:g} s, RunLoop and baseline side by side")
         idle = measure_idle(bench, idle_seconds)
         floods: dict[str, FloodResult] = {}
-        for mode in ("baseline", "pty", "pipes"):
+        for mode in ("baseline-pty", "pty", "baseline-pipes", "pipes"):
             log(f"4. flood of {args.lines:,} lines: {mode}")
             floods[mode] = measure_flood(bench, mode, args.lines)
         rows = build_rows(death, settle, idle, idle_seconds, floods, args.lines)

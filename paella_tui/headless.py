@@ -92,6 +92,10 @@ def describe_event(event: Event) -> str | None:
         lines.append(
             f"  changed since: {len(f.changed_files)} file(s), +{f.lines_added} -{f.lines_removed}"
         )
+        if not f.gates_final:
+            lines.append(
+                "  gates still running on the final tree: the newest known results are shown"
+            )
         return "\n".join(lines)
     if isinstance(event, RecoveryChosen):
         target = f" to {event.target}" if event.target else ""

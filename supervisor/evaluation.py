@@ -117,6 +117,8 @@ class Evaluator:
         self._latest: dict[str, GateResult] = {}
         self._ever_green: dict[str, list[str]] = {}
         self._regressed: set[str] = set()
+        self._epoch = 0
+        """Bumped by a rollback: evaluations that started before it judge an abandoned tree."""
         self._waiting: _Request | None = None
         self._running: _Request | None = None
         self._wake = asyncio.Event()
@@ -167,6 +169,7 @@ class Evaluator:
         """
         self._base = record
         if restart_history:
+            self._epoch += 1
             self._ever_green = {g: [record.tree] for g in record.gates_green} if record else {}
             self._regressed = set()
 
@@ -262,6 +265,7 @@ class Evaluator:
 
     async def _evaluate(self, request: _Request) -> EvaluationFinished:
         """Judge the current tree: reuse what is known, run the rest, then act on the verdict."""
+        epoch = self._epoch
         current = _Pass(await asyncio.to_thread(self._snapshot))
         tree = current.tree
         gates = self._contract.gates
@@ -287,6 +291,11 @@ class Evaluator:
                         name=f"gate-{gate.name}",
                     )
         ordered = tuple(results[g.name] for g in gates)
+        if self._epoch != epoch:
+            # A rollback restarted the history while this pass ran: its tree was abandoned, so
+            # nothing it found may count as green, as a regression, or for a checkpoint.
+            current.moved = True
+            stale.update(r.gate for r in ordered)
         new_regressions = [r for r in ordered if r.gate not in stale and self._remember(r)]
         green = {r.gate for r in ordered if r.green}
         complete = 0 if current.moved else self._complete(green)

@@ -239,6 +239,9 @@ class RecoveryFacts:
     lines_removed: int
     default: Literal["rollback", "continue"]
     """The default choice: roll back when a regression is present, else continue."""
+    gates_final: bool = True
+    """False when the gates were still running on the final tree: ``gates_now`` are the newest
+    results known, and the gate table fills in the rest."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -65,6 +65,8 @@ EXIT_NOT_DONE = 1
 EXIT_CANNOT_START = 2
 
 ATTEMPT_MARKER = "── paella: attempt "
+# How long the recovery waits for the final tree's gates before showing what is known.
+RECOVERY_WAIT_S = 0.15
 STATS_EVERY_S = 1.0
 STATS_PERSIST_EVERY_S = 15.0
 
@@ -288,33 +290,40 @@ class RunLoop:
             exit_info = await self._one_attempt(resume=resume, handoff_path=handoff_path)
             if exit_info is None:
                 return EXIT_CANNOT_START
+            # The death is news at once (the recovery screen within 250 ms), before any gate.
+            exited = self._exited_event(exit_info)
             if self._stop_requested:
                 # Quitting: no gate run is worth keeping a person waiting.
-                self._exited_event(exit_info)
                 return self._stopped(self._stop_requested)
             self.state = "evaluating"
-            finished = await self.evaluator.evaluate("agent exited")
-            for _ in range(3):
-                if not finished.stale:
-                    break
-                finished = await self.evaluator.evaluate("the tree changed while the gates ran")
+            final = asyncio.ensure_future(self._final_evaluation())
+            quick = classify(exited, all_gates_green=False, transient=self.contract.retry.transient)
+            if quick in ("crash", "signal", "stopped"):
+                # Not done whatever the gates say: recovery opens now with what is known; the
+                # final tree's gates keep running and fill in the gate table when they finish.
+                await asyncio.wait({final}, timeout=RECOVERY_WAIT_S)
+                finished = final.result() if final.done() else None
+                final.add_done_callback(_consume_result)
+                await self._history_drift()
+                outcome = await self._decide_and_act(quick, exited, finished)
+                if outcome is not None:
+                    return outcome
+                resume = True
+                handoff_path = await self._write_handoff(ending=f"{exited.describe()} ({quick})")
+                continue
+            finished = await final
             all_green = (
                 bool(self.contract.gates)
                 and not finished.stale
                 and all(r.green for r in finished.results)
             )
-            exited = self._exited_event(exit_info)
             if self._stop_requested:
                 return self._stopped(self._stop_requested)
             red = [r.gate for r in finished.results if not r.green]
             assert self.drift is not None
             for drift in self.drift.check_claimed_done(exited.exit_code, red):
                 self.emit(drift)
-            base = self.evaluator.base
-            for drift in await asyncio.to_thread(
-                self.drift.check_history, base.head if base else None
-            ):
-                self.emit(drift)
+            await self._history_drift()
             # The final tree's path drift (protected, scope, contract) is judged in the
             # background: it belongs before the verdict, in the ledger and in the handoff.
             await self._background_checks()
@@ -339,25 +348,49 @@ class RunLoop:
                     ending=f"transient failure: {exited.describe()}"
                 )
                 continue
-            decision = await self._recover(ending, exited, finished)
-            if decision.choice == "stop":
-                return self._stopped(f"handoff written; stopped ({decision.by})")
-            if decision.choice == "rollback":
-                target = decision.target or self.evaluator.base
-                if target is None:
-                    self.emit(
-                        Notice(
-                            message="no green checkpoint to roll back to: continuing from the current state",
-                            level="warning",
-                        )
-                    )
-                else:
-                    await self._rollback(target)
-                    # Judge the restored tree (its results are cached) so the handoff tells the
-                    # next attempt the truth about what is green now.
-                    await self.evaluator.evaluate("after the rollback")
+            outcome = await self._decide_and_act(ending, exited, finished)
+            if outcome is not None:
+                return outcome
             resume = True
             handoff_path = await self._write_handoff(ending=f"{exited.describe()} ({ending})")
+
+    async def _final_evaluation(self) -> EvaluationFinished:
+        """Judge the tree the agent left (again while it keeps changing under the gates)."""
+        finished = await self.evaluator.evaluate("agent exited")
+        for _ in range(3):
+            if not finished.stale:
+                break
+            finished = await self.evaluator.evaluate("the tree changed while the gates ran")
+        return finished
+
+    async def _history_drift(self) -> None:
+        assert self.drift is not None
+        base = self.evaluator.base
+        for drift in await asyncio.to_thread(self.drift.check_history, base.head if base else None):
+            self.emit(drift)
+
+    async def _decide_and_act(
+        self, ending: str, exited: AgentExited, finished: EvaluationFinished | None
+    ) -> int | None:
+        """Recovery: ask, then roll back if that was the choice. An exit status ends the run."""
+        decision = await self._recover(ending, exited, finished)
+        if decision.choice == "stop":
+            return self._stopped(f"handoff written; stopped ({decision.by})")
+        if decision.choice == "rollback":
+            target = decision.target or self.evaluator.base
+            if target is None:
+                self.emit(
+                    Notice(
+                        message="no green checkpoint to roll back to: continuing from the current state",
+                        level="warning",
+                    )
+                )
+            else:
+                await self._rollback(target)
+                # Judge the restored tree (its results are cached) so the handoff tells the
+                # next attempt the truth about what is green now.
+                await self.evaluator.evaluate("after the rollback")
+        return None
 
     async def _one_attempt(self, *, resume: bool, handoff_path: Path | None) -> ExitInfo | None:
         self.attempt += 1
@@ -497,16 +530,18 @@ class RunLoop:
         self._wake.set()
 
     async def _recover(
-        self, ending: str, exited: AgentExited, finished: EvaluationFinished
+        self, ending: str, exited: AgentExited, finished: EvaluationFinished | None
     ) -> Decision:
         self.state = "recovering"
         facts = await asyncio.to_thread(self._facts, ending, exited, finished)
-        await self._write_handoff(ending=facts.how)
         self.emit(RecoveryNeeded(facts=facts))
+        # The handoff is written while the person reads the facts, not before they see them.
+        handoff = asyncio.ensure_future(self._write_handoff(ending=facts.how))
         if self._pending_decision is not None:
             decision, self._pending_decision = self._pending_decision, None
         else:
             decision = await self._decide(facts)
+        await handoff
         if decision.by == "policy":
             self._auto_recoveries += 1
             if self._auto_recoveries > self.contract.retry.max_attempts:
@@ -526,15 +561,20 @@ class RunLoop:
         return decision
 
     def _facts(
-        self, ending: str, exited: AgentExited, finished: EvaluationFinished
+        self, ending: str, exited: AgentExited, finished: EvaluationFinished | None
     ) -> RecoveryFacts:
+        """The facts of SPEC 9; without a finished final evaluation, the newest known results."""
         base = self.evaluator.base
-        since = base.tree if base else (self._start_tree or finished.tree)
-        changes = changes_between(self.workspace, since, finished.tree)
+        tree = finished.tree if finished is not None else self._snapshot_tree()
+        results = (
+            finished.results if finished is not None else tuple(self.evaluator.latest.values())
+        )
+        since = base.tree if base else (self._start_tree or tree)
+        changes = changes_between(self.workspace, since, tree)
         added, removed = totals(changes)
         regressions = tuple(
             r.gate
-            for r in finished.results
+            for r in results
             if not r.green and r.status != "stale" and self.evaluator.ever_green.get(r.gate)
         )
         how = "stopped by you" if exited.stopped_by_user else exited.describe()
@@ -543,19 +583,22 @@ class RunLoop:
             how=f"{how}, attempt {exited.attempt}",
             tail=exited.tail[-15:],
             base=base,
-            gates_now=finished.results,
+            gates_now=results,
             regressions=regressions,
             changed_files=tuple(c.path for c in changes),
             lines_added=added,
             lines_removed=removed,
             default="rollback" if regressions and base is not None else "continue",
+            gates_final=finished is not None,
         )
 
     async def _rollback(self, target: SnapshotRecord) -> None:
         # The watcher sees the restored files and queues an evaluation; the restored tree's
         # results are cached, so it re-runs nothing.
         result = await asyncio.to_thread(rollback, self.run_, target, snapshotter=self.snapshotter)
-        restored = target if target.kind == "checkpoints" and isinstance(target.episode, int) else None
+        restored = (
+            target if target.kind == "checkpoints" and isinstance(target.episode, int) else None
+        )
         self.evaluator.set_base(restored, restart_history=True)
         self.emit(RolledBack(target=target, salvage=result.salvage))
 
@@ -646,6 +689,13 @@ class RunLoop:
                 if self.drift is not None:
                     for drift in self.drift.check_stall(self._last_activity, time.monotonic()):
                         self.emit(drift)
+
+
+def _consume_result(task: asyncio.Future[EvaluationFinished]) -> None:
+    # The final evaluation may end after recovery moved on; its events were emitted already,
+    # and an error here (the evaluator closed) must not be reported as never retrieved.
+    if not task.cancelled():
+        task.exception()
 
 
 def _pids() -> list[int]:

@@ -149,6 +149,17 @@ def _gate_rows(facts: RecoveryFacts) -> list[tuple[str, Content]]:
         others.sort(key=lambda r: rank.get(r.status, 1))
         phrases = [gate_phrase(r, regressed=False, base=facts.base) for r in others]
         rows.append((label, Content("  ").join(phrases)))
+    if not facts.gates_final:
+        rows.append(
+            (
+                "",
+                Content.styled(
+                    "◌ still running on the final tree: these are the newest results known; "
+                    "the gate table fills in the rest",
+                    "dim",
+                ),
+            )
+        )
     return rows
 
 
