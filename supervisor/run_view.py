@@ -185,6 +185,11 @@ class RunView:
                 last_kind = record["kind"]
         if last_kind == "run-done":
             return "done"
+        if last_kind == "run-stopped":
+            return "stopped"
+        if not self.supervisor()["alive"] and last_kind:
+            # The paella that supervised it is gone (killed, crashed): nothing drives this run.
+            return "dead"
         if agent["alive"]:
             return "running"
         if last_kind == "retry-scheduled":
@@ -194,6 +199,14 @@ class RunView:
         if last_kind in ("agent-started", "resumed"):
             return "dead"  # the ledger says it runs, but no such process lives: paella was killed
         return "stopped"
+
+    def supervisor(self) -> dict[str, Any]:
+        """The paella process that supervises the run now (the newest run or resume), and
+        whether it still lives."""
+        pid = None
+        for record in self.of_kind("run-started", "resumed"):
+            pid = record.get("paella_pid") or pid
+        return {"pid": pid, "alive": process_alive(pid, None)}
 
     def to_json(self) -> dict[str, Any]:
         """The ``paella status --json`` object (SPEC 11)."""
@@ -274,4 +287,5 @@ class RunView:
             "last_green_checkpoint": base.n if base else None,
             "drift": drift,
             "done": state == "done",
+            "supervisor": self.supervisor(),
         }

@@ -29,12 +29,22 @@ def _text(status: dict[str, Any]) -> str:
     if agent["pid"] is None:
         lines.append("agent: not started")
     else:
-        alive = (
-            "alive"
-            if agent["alive"]
-            else f"ended (exit {agent['exit_code']}, signal {agent['signal']})"
-        )
+        if agent["alive"]:
+            alive = "alive"
+        elif agent["signal"] is not None:
+            alive = f"ended by signal {agent['signal']}"
+        elif agent["exit_code"] is not None:
+            alive = f"ended with exit {agent['exit_code']}"
+        else:
+            alive = "not running (no end was recorded)"
         lines.append(f"agent: pid {agent['pid']}, attempt {agent['attempt']}, {alive}")
+    sup = status.get("supervisor") or {}
+    if status["state"] == "dead" and sup.get("pid"):
+        alive = "still runs, unsupervised" if agent["alive"] else "is gone too"
+        lines.append(
+            f"⚠ the paella that supervised this run (pid {sup['pid']}) is gone; the agent {alive}."
+            " `paella resume` stops any leftover and continues the run."
+        )
     if status["contract"]["changed"]:
         lines.append("⚠ paella.toml changed since the run started; the run keeps the frozen copy")
     if status["episodes"]:
