@@ -28,9 +28,13 @@ def describe(record: dict[str, Any]) -> str:
         return f"{what} {r.get('run_id')} started on {r.get('branch') or 'detached'} @ {_short(r.get('head'))}{sha}"
     if kind == "checkpoint":
         episode = r.get("episode")
-        what = f"episode {episode}" if isinstance(episode, int) else "manual"
+        if isinstance(episode, int):
+            label = r.get("label") or f"episode {episode}"
+        else:
+            label = f"manual: {r.get('label')}" if r.get("label") else "manual"
+        green = ", ".join(r.get("gates_green") or ()) or "-"
         left = f", {len(r['skipped_files'])} file(s) left out" if r.get("skipped_files") else ""
-        return f"checkpoint {r.get('n')} ({what}: {r.get('label', '')}) {_short(r.get('commit'))}{left}"
+        return f"checkpoint {r.get('n')} ({label}) {_short(r.get('commit'))}, green: {green}{left}"
     if kind == "salvage":
         return f"salvage:{r.get('n')} saved {_short(r.get('commit'))} before {r.get('reason', '')}"
     if kind == "rollback-intent":

@@ -69,6 +69,8 @@ ATTEMPT_MARKER = "── paella: attempt "
 RECOVERY_WAIT_S = 0.15
 STATS_EVERY_S = 1.0
 STATS_PERSIST_EVERY_S = 15.0
+WATCH_READY_S = 10.0
+"""How long the first attempt waits for the workspace watches to be set up, at most."""
 
 
 @dataclass(frozen=True)
@@ -263,6 +265,7 @@ class RunLoop:
             asyncio.create_task(self._tick(), name="paella-ticker"),
         ]
         try:
+            await self._watching(tasks[0])
             return await self._attempts()
         finally:
             # The verdict is in: nothing is judged or recorded after it (no evaluation a late
@@ -276,6 +279,17 @@ class RunLoop:
                     await task
             if self.agent is not None and self.agent.returncode is None:
                 await self.agent.stop(self._stop_grace)
+
+    async def _watching(self, watcher: asyncio.Task[None]) -> None:
+        """Wait until the watches exist (or the watcher failed): an edit the agent made before
+        then would go unseen until the next one. Planning them takes a while on a big tree."""
+        ready = asyncio.create_task(self.watcher.wait_ready())
+        try:
+            await asyncio.wait(
+                [ready, watcher], timeout=WATCH_READY_S, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            ready.cancel()
 
     async def _attempts(self) -> int:
         resume = self._resume_first
@@ -442,7 +456,7 @@ class RunLoop:
             leftovers=tuple(
                 f"{p.pid} {p.name} {' '.join(p.cmdline)[:200]}" for p in info.leftovers
             ),
-            stopped_by_user=self._user_stopped or info.stopped,
+            stopped_by_user=self._user_stopped,
         )
         self.emit(event)
         return event

@@ -64,6 +64,7 @@ class Project:
         plan: dict[int | str, list[Step]],
         *,
         gates: int = 3,
+        agent: list[str] | None = None,
     ) -> None:
         self.repo = repo
         self.git = git
@@ -80,7 +81,7 @@ class Project:
         data: dict[str, Any] = {
             "run": {
                 "prompt": "Make the gates pass, episode by episode.",
-                "agent": [sys.executable, str(AGENT), str(plan_file)],
+                "agent": agent or [sys.executable, str(AGENT), str(plan_file)],
             },
             "retry": {"backoff": "0.5s"},
             "watch": {"settle": "0.2s"},
@@ -637,7 +638,9 @@ def test_gates_command_exit_status_and_json(workspace: Callable[..., Project]) -
 
 
 @pytest.mark.parametrize(
-    ("sig", "code"), [(signal.SIGTERM, 1), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"]
+    ("sig", "code"),
+    [(signal.SIGTERM, 1), (signal.SIGINT, 130), (signal.SIGHUP, 1)],
+    ids=["SIGTERM", "SIGINT", "SIGHUP"],
 )
 def test_a_signal_to_a_headless_run_stops_the_agent_and_is_recorded(
     workspace: Callable[..., Project], sig: signal.Signals, code: int
@@ -663,7 +666,24 @@ def test_a_signal_to_a_headless_run_stops_the_agent_and_is_recorded(
     stopped = w.ledger("run-stopped")
     assert [r["reason"] for r in stopped] == [f"paella received {sig.name}"]
     exited = w.ledger("agent-exited")
-    assert len(exited) == 1 and exited[0]["stopped_by_user"] is True
+    # The agent was stopped (SIGTERM to its group), and its end recorded before the run's.
+    assert [(r["exit_code"], r["signal"]) for r in exited] == [(None, signal.SIGTERM)]
     helper = int(Path(w.env["PLAN_PIDS"]).read_text().split()[1])
     assert_no_process_left(w, (helper, None))
     assert w.status()["state"] == "stopped"
+
+
+def test_an_agent_command_that_does_not_exist_is_refused_before_anything_starts(
+    workspace: Callable[..., Project],
+) -> None:
+    w = workspace({}, gates=1, agent=["paella-no-such-agent-xyz", "{prompt}"])
+    before = w.tree()
+
+    proc = w.paella("run", "--headless")
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "'paella-no-such-agent-xyz'" in proc.stderr and "not found" in proc.stderr
+    assert "Nothing was started" in proc.stderr
+    assert RunStore(Workspace.find(w.repo)).current() is None
+    assert w.tree() == before
+    assert not new_children(w.children_before)

@@ -39,14 +39,17 @@ from supervisor.events import (
     HandoffWritten,
     Notice,
     RecoveryChosen,
+    RecoveryFacts,
     RecoveryNeeded,
     RetryScheduled,
     RolledBack,
     RunDone,
     RunStopped,
 )
-from supervisor.run_loop import Decide, RunLoop, policy
+from supervisor.run_loop import Decide, Decision, RunLoop, policy
+from supervisor.run_view import RunView
 from supervisor.runs import Run, RunStore
+from supervisor.watcher import WatchPlan, WorkspaceWatcher
 from supervisor.workspace import Workspace
 
 AGENT = Path(__file__).parent / "run_agents" / "plan_agent.py"
@@ -140,6 +143,7 @@ class Scenario:
         self.run: Run = RunStore(self.workspace).create(self.contract, manual=False)
         self.events: list[Event] = []
         self.loop: RunLoop | None = None
+        self.children_before: set[tuple[int, float]] = set()
 
     def make_loop(self, decide: Decide, *, stop_grace: float = 2.0) -> RunLoop:
         self.loop = RunLoop(
@@ -200,13 +204,31 @@ class Scenario:
     def workspace_state(self) -> TreeState:
         return capture_tree(self.repo)
 
+    def assert_snapshots(self) -> None:
+        """Every checkpoint and salvage record of the ledger is a ref holding its commit and tree."""
+        for record in self.ledger("checkpoint", "salvage"):
+            assert self.ref(record["ref"]) == record["commit"], f"{record['ref']} is missing"
+            assert self.ref(f"{record['commit']}^{{tree}}") == record["tree"]
+        refs = self.git(self.repo, "for-each-ref", "--format=%(refname)", self.run.ref_prefix)
+        assert sorted(refs.split()) == sorted(
+            r["ref"] for r in self.ledger("checkpoint", "salvage")
+        )
+
+    async def finish(self, *, head_moved: bool = False) -> None:
+        """What every test checks at the end: snapshots, the user's HEAD, and no process left."""
+        self.assert_snapshots()
+        if not head_moved:
+            assert self.git.head(self.repo) == self.head0, "the run moved HEAD"
+            assert self.git.branch(self.repo) == "main"
+        await self.no_process_left()
+
     async def no_process_left(self, *extra: int) -> None:
         """Nothing of any agent tree runs: every recorded pid, every spawned one, our children."""
         known: list[tuple[int, float | None]] = [
             (e.pid, e.create_time) for e in self.of(AgentStarted)
         ]
         known += [(pid, None) for pid in (*self.spawned().values(), *extra)]
-        await assert_no_process_left(known)
+        await assert_no_process_left(known, self.children_before)
 
 
 def _brief(event: Event) -> str:
@@ -239,19 +261,35 @@ def _lives(pid: int, create_time: float | None) -> bool:
         return False
 
 
+def new_children(before: set[tuple[int, float]]) -> list[psutil.Process]:
+    """This process's descendants that were not there when the test began (zombies included)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if (child.pid, child.create_time()) not in before:
+                found.append(child)
+    return found
+
+
+def _describe(proc: psutil.Process) -> str:
+    try:
+        return f"{proc.pid} {proc.status()} {' '.join(proc.cmdline())[:120]}"
+    except psutil.Error:
+        return f"{proc.pid} (gone)"
+
+
 async def assert_no_process_left(
-    known: Iterable[tuple[int, float | None]], *, within: float = 3.0
+    known: Iterable[tuple[int, float | None]],
+    before: set[tuple[int, float]],
+    *,
+    within: float = 3.0,
 ) -> None:
-    """No pid in ``known`` lives, and this test process has no child left (zombies included)."""
+    """No pid in ``known`` lives, and the test left no child (zombies included: unreaped)."""
     known = list(known)
     deadline = time.monotonic() + within
     while True:
         left = [pid for pid, created in known if _lives(pid, created)]
-        children = [
-            f"{c.pid} {' '.join(c.cmdline())[:120]}"
-            for c in psutil.Process().children(recursive=True)
-            if c.is_running()
-        ]
+        children = [_describe(c) for c in new_children(before)]
         if not left and not children:
             return
         if time.monotonic() > deadline:
@@ -277,22 +315,34 @@ def section_of(markdown: str, title: str) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _kill_leftovers() -> Iterator[None]:
-    """After the test (and its own assertions), kill what a failure left, so it cannot spread."""
-    yield
+def children_before() -> Iterator[set[tuple[int, float]]]:
+    """Our children when the test began (other tests' leftovers are not this test's to judge);
+    after the test and its assertions, whatever it left is killed so a failure cannot spread."""
+    before = set()
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
+            before.add((child.pid, child.create_time()))
+    yield before
+    for child in new_children(before):
+        with contextlib.suppress(psutil.Error, ChildProcessError):
             child.kill()
+            child.wait(2)
 
 
 @pytest.fixture
 def scenario(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git: GitRunner
+    repo: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    git: GitRunner,
+    children_before: set[tuple[int, float]],
 ) -> Callable[..., Scenario]:
     """``scenario(plan, **contract)`` -> a Scenario in the test's repository."""
 
     def make(plan: dict[int | str, list[Step]], **kwargs: Any) -> Scenario:
-        return Scenario(repo, tmp_path, monkeypatch, git, plan, **kwargs)
+        made = Scenario(repo, tmp_path, monkeypatch, git, plan, **kwargs)
+        made.children_before = children_before
+        return made
 
     return make
 
@@ -367,7 +417,40 @@ async def test_completes_episodes_one_by_one(scenario: Callable[..., Scenario]) 
     }
     assert s.git.head(s.repo) == s.head0 and s.git.branch(s.repo) == "main"
     assert s.git(s.repo, "diff", "--cached", "--name-only") == ""
-    await s.no_process_left()
+    await s.finish()
+
+
+async def test_an_edit_made_while_the_watches_are_set_up_is_seen(
+    scenario: Callable[..., Scenario], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Planning the watches takes a while on a big tree (~0.4 s for 33,000 folders): an agent
+    # that edits at once must still be seen, not only when it edits again or exits.
+    plan = WorkspaceWatcher._compute_plan
+
+    def slow_plan(self: WorkspaceWatcher) -> WatchPlan:
+        time.sleep(1.0)
+        return plan(self)
+
+    monkeypatch.setattr(WorkspaceWatcher, "_compute_plan", slow_plan)
+    s = scenario(
+        {
+            1: [
+                ["sleep", 0.3],
+                ["write", "a.txt", "a\n"],
+                wait_checkpoints(1, timeout=8),
+                ["print", "saw my checkpoint"],
+                ["exit", 0],
+            ]
+        }
+    )
+
+    code = await s.run_loop(policy("stop"))
+
+    assert code == 0, s.story()
+    exited = s.of(AgentExited)
+    assert exited[0].tail[-1] == "saw my checkpoint", s.story()
+    assert s.events.index(s.of(CheckpointTaken)[0]) < s.events.index(exited[0])
+    await s.finish()
 
 
 # --- drift -------------------------------------------------------------------------------------
@@ -432,7 +515,7 @@ async def test_fixing_a_later_episode_and_breaking_an_earlier_gate_is_a_regressi
     assert "REGRESSED" in handoff and "`g1`" in handoff
     assert s.ref(f"{s.run.ref_prefix}/checkpoints/1") is not None
     assert "a.txt" in s.files_at(f"{s.run.ref_prefix}/checkpoints/1")
-    await s.no_process_left()
+    await s.finish()
 
 
 async def test_exit_zero_with_red_gates_is_claimed_done_then_recovery(
@@ -468,7 +551,70 @@ async def test_exit_zero_with_red_gates_is_claimed_done_then_recovery(
     assert kinds[-1] == "run-done"
     assert [r["drift"] for r in s.ledger("drift")] == ["claimed-done"]
     assert [c.record_.episode for c in s.of(CheckpointTaken)] == [1]
-    await s.no_process_left()
+    assert (s.repo / "a.txt").read_text() == "a\n"
+    await s.finish()
+
+
+async def test_a_person_picks_an_older_checkpoint_and_the_episode_is_redone(
+    scenario: Callable[..., Scenario],
+) -> None:
+    s = scenario(
+        {
+            1: [
+                ["write", "a.txt", "a\n"],
+                wait_checkpoints(1),
+                ["write", "b.txt", "b, the first way\n"],
+                wait_checkpoints(2),
+                ["print", "Traceback (most recent call last): boom"],
+                ["exit", 1],
+            ],
+            2: [["record", "{outside}/attempt2.json"], ["write", "b.txt", "b\n"], ["exit", 0]],
+        },
+        gates=ABC_GATES[:2],
+        episodes=ABC_EPISODES[:2],
+    )
+    asked: list[tuple[RecoveryFacts, str]] = []
+
+    async def decide(facts: RecoveryFacts) -> Decision:
+        # What `paella status` in another pane shows while the question is open.
+        asked.append((facts, RunView.load(s.run).state()))
+        first = next(c for c in RunView.load(s.run).checkpoints if c.n == 1)
+        return Decision("rollback", first)
+
+    code = await s.run_loop(decide)
+
+    assert code == 0, s.story()
+    assert len(asked) == 1
+    facts, state = asked[0]
+    assert state == "recovering"
+    assert facts.ending == "crash" and facts.base is not None and facts.base.n == 2
+    assert facts.default == "continue" and facts.regressions == ()
+    assert [(c.choice, c.target, c.by) for c in s.of(RecoveryChosen)] == [("rollback", "1", "user")]
+    rolled = s.of(RolledBack)
+    assert len(rolled) == 1 and rolled[0].target.n == 1 and rolled[0].salvage.n == 1
+    # The resumed attempt started from checkpoint 1, and knew it.
+    seen = json.loads((s.outside / "attempt2.json").read_text())
+    assert "b.txt" not in seen["files"] and "a.txt" in seen["files"]
+    assert seen["episode"] == "2"
+    assert "last green checkpoint (1)" in section_of(seen["handoff"], "Gates that must stay green")
+    # Episode 2, redone after the rollback, is checkpointed again.
+    assert [(c.record_.n, c.record_.episode) for c in s.of(CheckpointTaken)] == [
+        (1, 1),
+        (2, 2),
+        (3, 2),
+    ]
+    assert s.files_at(f"{s.run.ref_prefix}/salvage/1") == {
+        "README.md",
+        "paella.toml",
+        "a.txt",
+        "b.txt",
+    }
+    salvaged = s.git(s.repo, "show", f"{s.run.ref_prefix}/salvage/1:b.txt")
+    assert salvaged == "b, the first way"
+    assert (s.repo / "b.txt").read_text() == "b\n" and len(s.of(RunDone)) == 1
+    kinds = s.kinds()
+    assert kinds.index("salvage") < kinds.index("rollback-done") < kinds.index("run-done")
+    await s.finish()
 
 
 # --- deaths --------------------------------------------------------------------------------------
@@ -521,7 +667,33 @@ async def test_rate_limit_is_retried_after_the_backoff_then_recovered(
     ledger_retries = s.ledger("retry-scheduled")
     assert [(r["failures"], r["wait_s"]) for r in ledger_retries] == [(1, 0.5), (2, 1.0)]
     assert [r["exit_code"] for r in s.ledger("agent-exited")] == [1, 1, 1, 0]
-    await s.no_process_left()
+    # A transient failure is resumed from the current state: no rollback, no salvage.
+    assert not s.of(RolledBack) and not s.ledger("salvage")
+    assert [c.record_.episode for c in s.of(CheckpointTaken)] == [1]
+    assert (s.repo / "a.txt").read_text() == "a\n"
+    await s.finish()
+
+
+async def test_a_headless_policy_gives_up_after_max_attempts_recoveries(
+    scenario: Callable[..., Scenario],
+) -> None:
+    s = scenario({"*": [["print", "KeyError: 'config'"], ["exit", 1]]}, retry={"max_attempts": 2})
+
+    code = await s.run_loop(policy("continue"))
+
+    # An agent that crashes every time is not resumed forever by a headless policy.
+    assert code == 1, s.story()
+    assert [a.attempt for a in s.of(AgentStarted)] == [1, 2, 3]
+    assert [(c.choice, c.by) for c in s.of(RecoveryChosen)] == [
+        ("continue", "policy"),
+        ("continue", "policy"),
+        ("stop", "policy (limit)"),
+    ]
+    warnings = [n.message for n in s.of(Notice) if n.level == "warning"]
+    assert any("automatic recoveries already" in m for m in warnings), s.story()
+    assert not s.of(RetryScheduled) and not s.of(RunDone)
+    assert s.kinds()[-1] == "run-stopped"
+    await s.finish()
 
 
 async def test_death_by_a_signal_goes_to_recovery(scenario: Callable[..., Scenario]) -> None:
@@ -556,7 +728,10 @@ async def test_death_by_a_signal_goes_to_recovery(scenario: Callable[..., Scenar
     handoff = Path(handoff_events[-1].path).read_text()
     assert "killed by SIGKILL" in handoff
     assert s.kinds()[-1] == "run-stopped"
-    await s.no_process_left()
+    # Stopped, not rolled back: the state stays as the agent left it.
+    assert (s.repo / "a.txt").read_text() == "a\n" and not (s.repo / "b.txt").exists()
+    assert s.files_at(facts.base.ref) == {"README.md", "paella.toml", "a.txt"}
+    await s.finish()
 
 
 async def test_leftover_grandchildren_are_stopped_and_named(
@@ -587,7 +762,8 @@ async def test_leftover_grandchildren_are_stopped_and_named(
     assert s.ledger("agent-exited")[0]["leftovers"] == list(exited[0].leftovers)
     # They were stopped before anything else happened: before the run was judged done.
     assert s.events.index(exited[0]) < s.events.index(s.of(RunDone)[0])
-    await s.no_process_left()
+    assert (s.repo / "a.txt").read_text() == "a\n"
+    await s.finish()
 
 
 async def test_an_agent_that_ignores_sigterm_is_killed_after_the_grace(
@@ -596,6 +772,7 @@ async def test_an_agent_that_ignores_sigterm_is_killed_after_the_grace(
     s = scenario(
         {1: [["ignore", "SIGTERM"], ["print", "ignoring SIGTERM"], ["sleep", 60]]},
     )
+    before = s.workspace_state()
     loop = s.make_loop(policy("stop"), stop_grace=1.0)
     task = asyncio.create_task(loop.run())
     await _wait_for(lambda: any("ignoring SIGTERM" in line for line in loop.tail.plain_lines()), s)
@@ -615,7 +792,8 @@ async def test_an_agent_that_ignores_sigterm_is_killed_after_the_grace(
     assert facts.ending == "stopped" and facts.how == "stopped by you, attempt 1"
     assert not s.drift("claimed-done")
     assert s.ledger("agent-exited")[0]["stopped_by_user"] is True
-    await s.no_process_left()
+    assert s.workspace_state() == before
+    await s.finish()
 
 
 @pytest.mark.slow
@@ -656,7 +834,8 @@ async def test_a_flood_of_output_is_logged_byte_exact_and_gates_still_run(
             actual.update(chunk)
     assert actual.hexdigest() == expected.hexdigest(), "agent.log is not what the agent wrote"
     assert len(s.of(RunDone)) == 1
-    await s.no_process_left()
+    assert (s.repo / "a.txt").read_text() == "a\n"
+    await s.finish()
 
 
 async def test_silence_past_stall_after_is_stall_drift(scenario: Callable[..., Scenario]) -> None:
@@ -681,7 +860,8 @@ async def test_silence_past_stall_after_is_stall_drift(scenario: Callable[..., S
     assert "stall_after is 1s" in stalls[0].message
     assert s.events.index(stalls[0]) < s.events.index(s.of(AgentExited)[0])
     assert [r["drift"] for r in s.ledger("drift")] == ["stall"]
-    await s.no_process_left()
+    assert len(s.of(RunDone)) == 1 and (s.repo / "a.txt").read_text() == "a\n"
+    await s.finish()
 
 
 def slow_drift_checks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -736,7 +916,8 @@ async def test_editing_a_protected_file_is_protected_drift(
     kinds = s.kinds()
     assert kinds.index("drift") < kinds.index("run-done") and kinds[-1] == "run-done", kinds
     assert isinstance(s.events[-1], RunDone), s.story()
-    await s.no_process_left()
+    assert (s.repo / "tests" / "test_ingest.py").read_text().endswith("# skip the hard part\n")
+    await s.finish()
 
 
 @EXITS
@@ -775,7 +956,7 @@ async def test_editing_the_contract_is_contract_drift_and_the_frozen_copy_holds(
     handoff = section_of((s.run.dir / "handoff.md").read_text(), "Drift warnings")
     assert "paella.toml changed during the run" in handoff, handoff
     assert kinds[-1] == "run-stopped", kinds
-    await s.no_process_left()
+    await s.finish()
 
 
 async def test_resetting_the_branch_past_the_checkpoint_is_history_drift(
@@ -809,13 +990,16 @@ async def test_resetting_the_branch_past_the_checkpoint_is_history_drift(
     # The rewound commit is still reachable through the checkpoint.
     assert s.ref(f"{checkpoint.ref}^") == checkpoint.head
     assert [r["drift"] for r in s.ledger("drift")] == ["history"]
-    await s.no_process_left()
+    assert (s.repo / "work.txt").read_text() == "work\n"
+    assert s.git(s.repo, "diff", "--cached", "--name-only") == "work.txt"
+    await s.finish(head_moved=True)
 
 
 async def test_an_agent_command_that_does_not_exist_is_a_clear_error(
     scenario: Callable[..., Scenario],
 ) -> None:
     s = scenario({}, agent=["paella-no-such-agent-xyz", "{prompt}"])
+    before = s.workspace_state()
 
     code = await s.run_loop(policy("rollback"))
 
@@ -828,4 +1012,5 @@ async def test_an_agent_command_that_does_not_exist_is_a_clear_error(
     stopped = s.ledger("run-stopped")
     assert len(stopped) == 1 and "could not start" in stopped[0]["reason"]
     assert "agent-started" not in s.kinds()
-    await s.no_process_left()
+    assert s.workspace_state() == before and not s.ledger("checkpoint")
+    await s.finish()

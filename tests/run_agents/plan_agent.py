@@ -14,7 +14,8 @@ first item names it:
 - ``["ignore", "SIGTERM"]``: ignore a signal from now on
 - ``["spawn", name, "--setsid"?]``: start ``tests/agents/sleeper.py`` (ignoring SIGHUP, optionally
   in its own session), wait until it is set up, and append ``name pid`` to ``$PLAN_PIDS``
-- ``["record", path]``: write a JSON report (attempt, episode, handoff file and its text) there
+- ``["record", path]``: write a JSON report there: attempt, episode, the handoff file and its
+  text, the files of the work tree as the attempt found them
 - ``["copy_tree", dest]``: copy the work tree (without ``.git``) to ``dest``, symlinks kept
 - ``["flood", lines, until_checkpoint]``: write deterministic lines (``tests/agents/flood.py``)
   until ``lines`` are out and, when asked, checkpoint 1 exists; the count goes to ``$PLAN_FLOOD``
@@ -158,6 +159,9 @@ def main() -> None:
                 "run_id": os.environ.get("PAELLA_RUN_ID"),
                 "handoff_file": handoff,
                 "handoff": Path(handoff).read_text() if handoff else None,
+                "files": sorted(
+                    str(p) for p in Path(".").rglob("*") if p.is_file() and ".git" not in p.parts
+                ),
             }
             Path(args[0]).write_text(json.dumps(report))
         elif op == "copy_tree":
