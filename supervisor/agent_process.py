@@ -57,7 +57,9 @@ MARKER_ENV = "PAELLA_AGENT_TOKEN"
 
 # One reader callback reads at most this much before giving the loop back, so a flood
 # cannot starve the UI (and death notices) for long.
-_MAX_READ_PER_CALLBACK = 4 * READ_SIZE
+# One read per callback keeps a flood from hogging the event loop: keys stay quick while the
+# loop still drains far faster than any agent writes (measured in benchmarks/tui.py).
+_MAX_READ_PER_CALLBACK = READ_SIZE
 _MAX_DRAIN_CALLBACKS = 64
 # Once the tree is gone the pty or pipe reports end-of-file at once; waiting longer only
 # helps when something outside the tree holds it open.

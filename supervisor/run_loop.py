@@ -36,6 +36,7 @@ from supervisor.events import (
     CheckpointTaken,
     DriftDetected,
     EvaluationFinished,
+    EvaluationStarted,
     Event,
     HandoffWritten,
     Notice,
@@ -66,7 +67,7 @@ EXIT_CANNOT_START = 2
 
 ATTEMPT_MARKER = "── paella: attempt "
 # How long the recovery waits for the final tree's gates before showing what is known.
-RECOVERY_WAIT_S = 0.15
+RECOVERY_WAIT_S = 0.05
 STATS_EVERY_S = 1.0
 STATS_PERSIST_EVERY_S = 15.0
 WATCH_READY_S = 10.0
@@ -138,6 +139,7 @@ class RunLoop:
         self._wake = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
         self._pending_decision: Decision | None = None
+        self._evaluating_tree: str | None = None
         self.evaluator = Evaluator(
             run=run,
             contract=contract,
@@ -166,6 +168,8 @@ class RunLoop:
 
     def emit(self, event: Event) -> None:
         """Persist ``event`` to the ledger (if it has a kind), then hand it to the consumer."""
+        if isinstance(event, EvaluationStarted):
+            self._evaluating_tree = event.tree
         if event.kind is not None:
             self.run_.ledger.append(event.kind, **event.record())
         if isinstance(event, EvaluationFinished) and not event.stale and self.drift is not None:
@@ -310,6 +314,7 @@ class RunLoop:
                 # Quitting: no gate run is worth keeping a person waiting.
                 return self._stopped(self._stop_requested)
             self.state = "evaluating"
+            self._evaluating_tree = None
             final = asyncio.ensure_future(self._final_evaluation())
             quick = classify(exited, all_gates_green=False, transient=self.contract.retry.transient)
             if quick in ("crash", "signal", "stopped"):
@@ -579,7 +584,13 @@ class RunLoop:
     ) -> RecoveryFacts:
         """The facts of SPEC 9; without a finished final evaluation, the newest known results."""
         base = self.evaluator.base
-        tree = finished.tree if finished is not None else self._snapshot_tree()
+        # Without a verdict yet, the tree the final evaluation is judging is the one to describe
+        # (a snapshot of our own would cost as much again).
+        tree = (
+            finished.tree
+            if finished is not None
+            else self._evaluating_tree or self._snapshot_tree()
+        )
         results = (
             finished.results if finished is not None else tuple(self.evaluator.latest.values())
         )

@@ -1,0 +1,1006 @@
+"""TUI benchmark (SPEC 12, 13): keys during an output flood, and agent death → recovery screen.
+
+It drives the real :class:`~paella_tui.app.PaellaApp` headlessly (``app.run_test(size=(120, 36))``,
+notifications on) over a real run of a temporary git repository: the real ``RunLoop`` in the App's
+worker, a real agent process under a pty, a contract of two tiny gates with ``settle = "0.5s"``.
+Each part runs in a child process of its own, so its RSS is the App's alone.
+
+1. **keys during a flood.** The agent first waits (idle), then prints 1,000,000 deterministic lines
+   (100,000,000 bytes) as fast as it can, then the sha256 of what it wrote. Keys are sent the way
+   Textual's input thread sends them (``driver.send_message`` from another thread), one at a
+   time, with a spread of pauses between them: ``f`` (timed until the agent-log's new title is
+   painted), ``?`` (until the help screen is painted) and ``escape`` (until the main screen is
+   painted again). Idle agent first (the baseline), then during the flood, side by side. Also the
+   App process's peak RSS (``VmHWM``), agent.log byte-exact, and the event loop's lateness.
+2. **agent death → recovery screen.** An agent writes ``time.time()`` to a file just before
+   ``os._exit(1)``; timed until the ``RecoveryScreen`` is painted. A fresh run and App each
+   round; two cases interleaved: gates cached at the time of death (the agent changed nothing),
+   and a gate that takes 2 s on the final tree (the agent changed a file just before dying).
+
+"Painted" means Textual's ``App._display`` was handed the screen's update and it was rendered
+into the bytes a terminal would get: the benchmark wraps ``_display`` on the App instance (in the
+child only; headless Textual skips that rendering, so the wrapper does it) and looks for the
+effect in the text. Nothing in ``paella_tui/``, ``widgets/`` or ``supervisor/`` is changed.
+
+It prints the machine, a Markdown table (measure | p50 | p95 | max | target | verdict; verdicts
+on the p95, RSS on the peak) and says which SPEC 13 target was missed. It exits 0 once it has
+measured: it is a report, not a test. ``--profile DIR`` runs each child under ``py-spy record``
+(when py-spy is installed) and prints where the App's thread spent its time.
+
+Usage::
+
+    python benchmarks/tui.py [--quick] [--lines 1000000] [--keep DIR] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psutil
+import tomli_w
+
+SIZE = (120, 36)
+SETTLE = "0.5s"
+KEYS_TARGET_S = 0.200
+FLOOD_RSS_TARGET_MB = 200.0
+DEATH_TARGET_S = 0.250
+SLOW_GATE_S = 2.0
+KEY_TIMEOUT_S = 10.0
+LATENESS_TICK_S = 0.010
+MB = 1024 * 1024
+CACHED = "gates cached at death"
+SLOW = "a gate takes 2 s on the final tree"
+
+# The scripted agent. Modes:
+#   flood GO N DIR          for k = 1, 2, ...: wait until GO-k exists (exit 0 once GO-stop does);
+#                           write DIR/flood-start-k, then N lines to stdout, then DIR/flood-k.json
+#                           (sha256 and bytes of everything written so far, start and end times)
+#   exit GO STAMP CODE [TOUCH]  wait until GO exists, optionally write TOUCH, write time.time()
+#                           to STAMP, os._exit(CODE)
+AGENT = r"""
+import hashlib, json, os, sys, time
+
+def stamp(path):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, repr(time.time()).encode())
+    os.close(fd)
+
+def wait_for(path):
+    while not os.path.exists(path):
+        time.sleep(0.02)
+
+LETTERS = b"abcdefghijklmnopqrstuvwxyz" * 5
+
+def blocks(n):
+    for start in range(0, n, 1000):
+        yield b"".join(
+            b"%07d %s\n" % (i, LETTERS[i % 26 : i % 26 + 91])
+            for i in range(start, min(n, start + 1000))
+        )
+
+mode = sys.argv[1]
+if mode == "flood":
+    go, n, folder = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    digest, size, k = hashlib.sha256(), 0, 0
+    while True:
+        k += 1
+        while not os.path.exists(f"{go}-{k}"):
+            if os.path.exists(f"{go}-stop"):
+                sys.exit(0)
+            time.sleep(0.02)
+        started = time.time()
+        stamp(os.path.join(folder, f"flood-start-{k}"))
+        for block in blocks(n):
+            digest.update(block)
+            size += len(block)
+            view = memoryview(block)
+            while view:
+                view = view[os.write(1, view):]
+        done = {"sha256": digest.hexdigest(), "bytes": size, "started": started, "ended": time.time()}
+        with open(os.path.join(folder, f"flood-{k}.json"), "w") as handle:
+            json.dump(done, handle)
+elif mode == "exit":
+    go, out, code = sys.argv[2], sys.argv[3], int(sys.argv[4])
+    wait_for(go)
+    if len(sys.argv) > 5:
+        with open(sys.argv[5], "w") as handle:
+            handle.write("work %d\n" % time.time_ns())
+    stamp(out)
+    os._exit(code)
+"""
+
+
+# ----------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def log(message: str) -> None:
+    """Progress on stderr, so that stdout holds only the report."""
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def p95(samples: Sequence[float]) -> float:
+    """The 95th percentile (inclusive method; the single sample when there is one)."""
+    if len(samples) < 2:
+        return samples[0]
+    return statistics.quantiles(samples, n=20, method="inclusive")[-1]
+
+
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds for the tables."""
+    return f"{seconds * 1000:,.1f} ms"
+
+
+def clean_env() -> dict[str, str]:
+    """Our environment without git, paella or tmux variables that would change what runs."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith(("GIT_", "PAELLA_")) or k in ("TMUX", "TMUX_PANE"))
+    }
+
+
+def vm_status(field: str, pid: int | str = "self") -> int:
+    """A ``/proc/<pid>/status`` memory field (``VmHWM``, ``VmRSS``), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def sha256_file(path: Path) -> tuple[str, int]:
+    """The sha256 and size of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(MB):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def missing(path: Path) -> bool:
+    """Whether ``path`` does not exist (yet)."""
+    return not path.exists()
+
+
+def git(repo: Path, *args: str) -> None:
+    """Run git in ``repo`` (checked, quiet)."""
+    subprocess.run(["git", *args], cwd=repo, env=clean_env(), check=True, capture_output=True)
+
+
+def make_workspace(root: Path, name: str, *, agent: list[str], gate_b: str = "true") -> Path:
+    """A committed git repository of 200 small files with a paella.toml: two tiny gates."""
+    repo = root / name
+    (repo / "src").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    for key, value in (
+        ("user.name", "bench"),
+        ("user.email", "bench@localhost"),
+        ("commit.gpgsign", "false"),
+        ("gc.auto", "0"),
+    ):
+        git(repo, "config", key, value)
+    for i in range(200):
+        (repo / "src" / f"mod_{i:03d}.py").write_text(f'"""Module {i}."""\n\nVALUE = {i}\n')
+    (repo / ".gitignore").write_text("*.log\n__pycache__/\n")
+    contract: dict[str, Any] = {
+        "run": {"name": name, "prompt": "benchmark", "agent": agent, "stall_after": "2h"},
+        "watch": {"settle": SETTLE},
+        "gate": [
+            {"name": "a", "cmd": ["sh", "-c", "test -d src"], "timeout": "1m"},
+            {"name": "b", "cmd": ["sh", "-c", gate_b], "timeout": "1m"},
+        ],
+        "episode": [{"name": "bench", "gates": ["a", "b"]}],
+    }
+    (repo / "paella.toml").write_text(tomli_w.dumps(contract))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "benchmark workspace")
+    return repo
+
+
+# ----------------------------------------------------------------------------------------------
+# In the child: the App, a paint probe, keys sent from another thread
+
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z])")
+
+
+@dataclass
+class Waiter:
+    """Someone waiting for a paint that satisfies ``check(screen, text)``."""
+
+    check: Callable[[Any, str], bool]
+    done: threading.Event
+    at: float = 0.0
+    """``time.time()`` of the paint that satisfied it."""
+
+
+class PaintProbe:
+    """Wraps ``App._display`` on one App instance: wakes the waiters a paint satisfies.
+
+    Headless Textual computes each screen update but skips turning it into terminal bytes; the
+    probe does that (``render_segments``), as a real terminal's App would, and searches the text.
+    """
+
+    def __init__(self, app: Any) -> None:
+        from textual._compositor import CompositorUpdate
+
+        self.app = app
+        self._update_type = CompositorUpdate
+        self._original = app._display
+        self._lock = threading.Lock()
+        self._waiters: list[Waiter] = []
+        app._display = self._display
+
+    def _display(self, screen: Any, renderable: Any) -> None:
+        self._original(screen, renderable)
+        if renderable is None or self.app._batch_count:
+            return
+        if isinstance(renderable, self._update_type):
+            raw = renderable.render_segments(self.app.console)
+        else:
+            raw = ""
+        now = time.time()
+        with self._lock:
+            waiters = list(self._waiters)
+        if not waiters:
+            return
+        text = _ESCAPES.sub("", raw)
+        for waiter in waiters:
+            if waiter.check(screen, text):
+                waiter.at = now
+                with self._lock:
+                    self._waiters.remove(waiter)
+                waiter.done.set()
+
+    def expect(self, check: Callable[[Any, str], bool]) -> Waiter:
+        """Register a waiter (before the action that should cause the paint)."""
+        waiter = Waiter(check, threading.Event())
+        with self._lock:
+            self._waiters.append(waiter)
+        return waiter
+
+    def forget(self, waiter: Waiter) -> None:
+        """Drop a waiter that timed out."""
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+
+class EventTimes:
+    """Wraps the App's ``feed`` (the run loop's consumer): when each event reached the App."""
+
+    def __init__(self, app: Any) -> None:
+        self.events: list[tuple[float, str]] = []
+        original = app.feed
+
+        def feed(event: Any) -> None:
+            self.events.append((time.time(), type(event).__name__))
+            original(event)
+
+        app.feed = feed
+
+    def first(self, kind: str, after: float = 0.0) -> float | None:
+        """When the first event of ``kind`` reached the App after ``after``, or None."""
+        return next((t for t, k in self.events if k == kind and t >= after), None)
+
+
+def key_event(app: Any, key: str) -> Any:
+    """The Key event Textual's driver would send for ``key``."""
+    from textual import events
+
+    character = {"question_mark": "?", "escape": "\x1b"}.get(key, key)
+    event = events.Key(key, character)
+    event.set_sender(app)
+    return event
+
+
+def paint_check(app: Any, agent_log: Any, key: str) -> Callable[[Any, str], bool]:
+    """What a paint must show for ``key`` to have taken effect (judged on the loop's thread)."""
+    from paella_tui.help_screen import MAIN_KEYS, HelpScreen
+    from paella_tui.main_screen import MainScreen
+
+    if key == "f":
+        want = not agent_log.follow
+
+        def followed(screen: Any, text: str) -> bool:
+            title = str(agent_log.border_title or "")
+            return (
+                isinstance(screen, MainScreen)
+                and agent_log.follow == want
+                and bool(title)
+                and title in text
+            )
+
+        return followed
+    if key == "question_mark":
+        marker = MAIN_KEYS[0][1][:30]  # the help's first line, as drawn
+        return lambda screen, text: isinstance(screen, HelpScreen) and marker in text
+    return lambda screen, _text: isinstance(screen, MainScreen) and app.screen is screen
+
+
+def send_keys(
+    app: Any,
+    probe: PaintProbe,
+    agent_log: Any,
+    plan: list[tuple[str, float]],
+    active: Callable[[], bool],
+) -> list[dict[str, Any]]:
+    """In a thread, as Textual's input thread would: each key after its pause, then wait for its
+    effect to be painted. Stops early once ``active()`` is false. Returns one record per key."""
+    records: list[dict[str, Any]] = []
+    for key, pause in plan:
+        time.sleep(pause)
+        if not active():
+            break
+        check = paint_check(app, agent_log, key)
+        waiter = probe.expect(check)
+        pressed = time.time()
+        app._driver.send_message(key_event(app, key))
+        ok = waiter.done.wait(KEY_TIMEOUT_S)
+        if not ok:
+            probe.forget(waiter)
+        records.append(
+            {"key": key, "pressed": pressed, "latency": waiter.at - pressed if ok else None}
+        )
+    return records
+
+
+def key_plan(n: int, seed: int) -> list[tuple[str, float]]:
+    """``n`` presses cycling ``f``, ``?``, ``escape``, each after a pause: none, short or long."""
+    rng = random.Random(seed)
+    keys = ("f", "question_mark", "escape")
+    plan: list[tuple[str, float]] = []
+    for i in range(n):
+        pause = rng.choice((0.0, rng.uniform(0.01, 0.1), rng.uniform(0.1, 0.35)))
+        plan.append((keys[i % 3], pause))
+    return plan
+
+
+async def lateness_monitor(samples: list[tuple[float, float]], stop: asyncio.Event) -> None:
+    """Sleep 10 ms in a loop on the App's event loop; note how late each wake-up was."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        started = loop.time()
+        await asyncio.sleep(LATENESS_TICK_S)
+        samples.append((time.time(), loop.time() - started - LATENESS_TICK_S))
+
+
+def rss_sampler(samples: list[tuple[float, int]], stop: threading.Event) -> None:
+    """Every 50 ms, this process's RSS."""
+    while not stop.wait(0.05):
+        samples.append((time.time(), vm_status("VmRSS")))
+
+
+async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Poll ``condition`` every 5 ms until it holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+def new_app(workspace: Path) -> tuple[Any, Any]:
+    """A fresh run of the workspace's contract and the App over it: (app, run)."""
+    from paella_tui.app import PaellaApp
+    from supervisor.contract import load_contract
+    from supervisor.runs import RunStore
+    from supervisor.workspace import Workspace
+
+    contract = load_contract(workspace / "paella.toml")
+    run = RunStore(Workspace.find(workspace)).create(contract, manual=False)
+    frozen = run.load_contract()  # what `paella run` hands the App: the run's frozen copy
+    app = PaellaApp(run=run, contract=frozen or contract, on_death="ask", stop_grace=2.0)
+    return app, run
+
+
+async def engine_ready(app: Any) -> Any:
+    """Until the agent runs, the watches exist and the first evaluation is over; returns the
+    main screen's AgentLog (found here, on the event loop's thread)."""
+    await wait_until(
+        lambda: app.run_loop is not None and app.run_loop.agent is not None, "the agent"
+    )
+    await app.run_loop.watcher.wait_ready()
+    await app.run_loop.evaluator.idle()
+    await asyncio.sleep(0.5)  # the board drawn, the first stats shown
+    from widgets.agent_log import AgentLog
+
+    return app.main.query_one(AgentLog)
+
+
+async def quit_app(app: Any) -> None:
+    """``h`` on a recovery screen (write the handoff and stop), then ``q``, as a person would."""
+    from paella_tui.recovery_screen import RecoveryScreen
+
+    if isinstance(app.screen, RecoveryScreen):
+        app._driver.send_message(key_event(app, "h"))
+        await wait_until(lambda: not app.engine_live, "the run loop to stop", 30)
+    app._driver.send_message(key_event(app, "q"))
+    with contextlib.suppress(TimeoutError):
+        await wait_until(lambda: not app.is_running, "the App to exit", 10)
+    if app.is_running:
+        app.exit()
+
+
+async def child_keys(
+    workspace: Path, stamps: Path, n_keys: int, max_floods: int, out: Path
+) -> None:
+    """Part 1: keys with an idle agent, then during floods (a new one until ``n_keys`` were sent
+    during floods, at most ``max_floods``)."""
+    app, run = new_app(workspace)
+    events = EventTimes(app)
+    lateness: list[tuple[float, float]] = []
+    rss: list[tuple[float, int]] = []
+    stop_rss = threading.Event()
+    sampler = threading.Thread(target=rss_sampler, args=(rss, stop_rss), daemon=True)
+    sampler.start()
+    result: dict[str, Any] = {"log": str(run.dir / "agent.log"), "floods": []}
+    go = stamps / "go"
+    flood: list[dict[str, Any]] = []
+    try:
+        async with app.run_test(size=SIZE, notifications=True):
+            probe = PaintProbe(app)
+            stop = asyncio.Event()
+            monitor = asyncio.create_task(lateness_monitor(lateness, stop))
+            agent_log = await engine_ready(app)
+            idle = await asyncio.to_thread(
+                send_keys, app, probe, agent_log, key_plan(n_keys, 1), lambda: True
+            )
+            await asyncio.sleep(0.3)
+            result["rss_before_flood"] = vm_status("VmRSS")
+            plan = key_plan(n_keys, 2)
+            for k in range(1, max_floods + 1):
+                if len(flood) >= n_keys:
+                    break
+                done = stamps / f"flood-{k}.json"
+                Path(f"{go}-{k}").touch()
+                await wait_until((stamps / f"flood-start-{k}").exists, "a flood")
+                flood += await asyncio.to_thread(
+                    send_keys, app, probe, agent_log, plan[len(flood) :], partial(missing, done)
+                )
+                await wait_until(done.exists, "the flood's end", 300)
+                result["floods"].append(json.loads(done.read_text()))
+            Path(f"{go}-stop").touch()
+            await wait_until(lambda: events.first("AgentExited") is not None, "the exit", 60)
+            await wait_until(lambda: not app.engine_live, "the run to end", 60)
+            stop.set()
+            await monitor
+            result["board_state"] = app.board.state
+            await quit_app(app)
+    finally:
+        await app.settle_engine("benchmark ended")
+        stop_rss.set()
+        sampler.join()
+    result |= {
+        "idle": idle,
+        "flood": flood,
+        "lateness": lateness,
+        "rss": rss,
+        "hwm": vm_status("VmHWM"),
+    }
+    out.write_text(json.dumps(result))
+
+
+async def death_round(workspace: Path, root: Path, label: str) -> dict[str, Any]:
+    """Part 2, one round: a fresh run and App; the agent dies; until the recovery screen shows."""
+    from paella_tui.recovery_screen import RecoveryScreen, recovery_title
+
+    app, run = new_app(workspace)
+    events = EventTimes(app)
+    marks: dict[str, float] = {}
+    original_push = app.push_screen
+    original_css = app._load_screen_css
+
+    def push_screen(screen: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(screen, RecoveryScreen):
+            marks.setdefault("pushed", time.time())
+        return original_push(screen, *args, **kwargs)
+
+    def load_screen_css(screen: Any) -> None:
+        started = time.time()
+        original_css(screen)
+        if isinstance(screen, RecoveryScreen):
+            marks.setdefault("css", time.time())
+            marks.setdefault("css_took", time.time() - started)
+
+    app.push_screen = push_screen
+    app._load_screen_css = load_screen_css
+    record: dict[str, Any] = {"label": label}
+    try:
+        async with app.run_test(size=SIZE, notifications=True):
+            probe = PaintProbe(app)
+            waiter = probe.expect(lambda screen, _text: isinstance(screen, RecoveryScreen))
+            titled: dict[str, bool] = {}
+
+            def title_check(screen: Any, text: str) -> bool:
+                if not isinstance(screen, RecoveryScreen):
+                    return False
+                titled["first"] = recovery_title(screen.facts) in text
+                return True
+
+            probe.expect(title_check)
+            await engine_ready(app)
+            (root / f"go-{run.run_id}").touch()
+            await wait_until(waiter.done.is_set, "the recovery screen", 30)
+            died = float((root / f"death-{run.run_id}.stamp").read_text())
+            screen = app.screen
+            facts = screen.facts if isinstance(screen, RecoveryScreen) else None
+            record |= {
+                "painted": waiter.at - died,
+                "gates_final": facts.gates_final if facts else None,
+                "title_in_first_paint": titled.get("first", False),
+                "css_took": marks.get("css_took", 0.0),
+            }
+            for key in ("pushed", "css"):
+                if key in marks:
+                    record[key] = marks[key] - died
+            for kind in (
+                "AgentExited",
+                "EvaluationStarted",
+                "EvaluationFinished",
+                "RecoveryNeeded",
+            ):
+                at = events.first(kind, after=died)
+                if at is not None and at <= waiter.at:
+                    record[kind] = at - died
+            await asyncio.sleep(0.2)
+            await quit_app(app)
+    finally:
+        await app.settle_engine("benchmark ended")
+    return record
+
+
+async def child_death(cached: Path, slow: Path, root: Path, n: int, out: Path) -> None:
+    """Part 2: ``n`` rounds of each case, interleaved (the order alternates each round)."""
+    rounds: list[dict[str, Any]] = []
+    cases = [(cached, CACHED), (slow, SLOW)]
+    for r in range(n):
+        for workspace, label in cases if r % 2 == 0 else cases[::-1]:
+            rounds.append(await death_round(workspace, root, label))
+            (workspace / "src" / "work.txt").unlink(missing_ok=True)
+            log(f"  {label}: {ms(rounds[-1]['painted'])}")
+    out.write_text(json.dumps(rounds))
+
+
+def child_main(args: argparse.Namespace) -> int:
+    """Run one child part (``--child``)."""
+    os.environ.pop("PAELLA_STATE_DIR", None)
+    root = args.root
+    if args.child == "keys":
+        asyncio.run(
+            child_keys(root / "keys", root / "keys-stamps", args.n, args.floods, Path(args.out))
+        )
+    elif args.child == "death":
+        asyncio.run(
+            child_death(root / "death-cached", root / "death-slow", root, args.n, Path(args.out))
+        )
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# In the parent: workspaces, children, the report
+
+
+def spawn_child(
+    part: str, root: Path, n: int, profile: Path | None, floods: int = 0
+) -> dict[str, Any] | list[Any]:
+    """Run this script as a child for one part; return what it wrote."""
+    out = root / f"{part}.json"
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        part,
+        "--root",
+        str(root),
+        "--n",
+        str(n),
+        "--out",
+        str(out),
+        "--floods",
+        str(floods),
+    ]
+    if profile is not None:
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        argv = [spy, "record", "-r", "250", "-f", "raw", "-o", str(profile / f"{part}.txt"),
+                "--", *argv]  # fmt: skip
+    subprocess.run(argv, env=clean_env(), check=True, stdout=subprocess.DEVNULL)
+    result: dict[str, Any] | list[Any] = json.loads(out.read_text())
+    return result
+
+
+@dataclass
+class Row:
+    """One line of the results table."""
+
+    measure: str
+    p50: str
+    p95: str = ""
+    max: str = ""
+    target: str = ""
+    ok: bool | None = None
+    """PASS, FAIL, or None for a line with no target."""
+    name: str = ""
+    """The measure in a few words, for the line that names what was missed."""
+
+
+def timing_row(
+    label: str,
+    values: list[float | None],
+    target: float | None,
+    text: str,
+    *,
+    heading: str = "",
+    detail: str = "",
+) -> Row:
+    """A row for latencies (verdict on the p95); an effect never painted counts as infinite."""
+    seen = [v for v in values if v is not None]
+    lost = len(values) - len(seen)
+    note = f", {lost} never painted within {KEY_TIMEOUT_S:g} s" if lost else ""
+    measure = f"{heading}{label} ({detail}n={len(values)}{note})"
+    if not seen:
+        return Row(measure, "—", "—", "—", text, False, label)
+    padded = seen + [float("inf")] * lost
+    worst = p95(padded)
+    return Row(
+        measure,
+        ms(statistics.median(padded)),
+        ms(worst) if worst != float("inf") else "∞",
+        ms(max(padded)) if not lost else "∞",
+        text,
+        None if target is None else worst <= target,
+        label,
+    )
+
+
+def keys_rows(result: dict[str, Any], flood_info: dict[str, Any]) -> list[Row]:
+    """The rows of part 1: each measure with an idle agent (the baseline), then in the flood."""
+    phases = (("idle", "idle agent (baseline)"), ("flood", "during the flood"))
+    rows: list[Row] = []
+    for key, name in (
+        ("f", "`f` → the log's new title painted"),
+        ("question_mark", "`?` → the help screen painted"),
+        ("escape", "`escape` → the main screen painted again"),
+        ("", "every key"),
+    ):
+        for phase, when in phases:
+            values = [r["latency"] for r in result[phase] if not key or r["key"] == key]
+            counts = not key and phase == "flood"
+            rows.append(
+                timing_row(
+                    f"{when}: {name}",
+                    values,
+                    KEYS_TARGET_S if counts else None,
+                    "p95 ≤ 200 ms" if counts else "",
+                    heading="**1. keys, press → painted.** " if not rows else "",
+                )
+            )
+    for phase, when in phases:
+        late = [x for t, x in result["lateness"] if phase_window(result, phase, t)]
+        if late:
+            rows.append(
+                Row(
+                    f"{when}: event-loop lateness of a 10 ms sleep (n={len(late)})",
+                    ms(statistics.median(late)),
+                    ms(p95(late)),
+                    ms(max(late)),
+                )
+            )
+    walls = flood_info["walls"]
+    rows.append(
+        Row(
+            f"flood: {flood_info['lines']:,} lines written and read by the App (n={len(walls)} "
+            f"floods, {flood_info['keys_in_flood']} keys sent during them; the reader sets the "
+            "agent's pace)",
+            f"{statistics.median(walls):.2f} s",
+            "",
+            f"{max(walls):.2f} s",
+        )
+    )
+    rows.append(
+        Row(
+            f"flood: App process peak RSS (VmHWM; {result['rss_before_flood'] / MB:.1f} MB "
+            "before the flood)",
+            f"{result['hwm'] / MB:.1f} MB",
+            "",
+            f"{flood_info['rss_peak_flood'] / MB:.1f} MB (sampled)",
+            "≤ 200 MB",
+            result["hwm"] <= FLOOD_RSS_TARGET_MB * MB,
+            "the App's peak RSS",
+        )
+    )
+    rows.append(
+        Row(
+            f"flood: agent.log byte-exact ({flood_info['log_bytes']:,} bytes)",
+            "yes" if flood_info["exact"] else "**no**",
+            "",
+            "",
+            "byte-exact",
+            flood_info["exact"],
+            "agent.log byte-exact",
+        )
+    )
+    return rows
+
+
+def phase_window(result: dict[str, Any], phase: str, t: float) -> bool:
+    """Whether time ``t`` falls while the keys of ``phase`` were sent (the floods, for "flood")."""
+    if phase == "flood":
+        return any(a <= t <= b for a, b in result["flood_windows"])
+    records = result[phase]
+    return bool(records) and records[0]["pressed"] - 0.2 <= t <= records[-1]["pressed"] + 0.5
+
+
+def death_rows(rounds: list[dict[str, Any]]) -> list[Row]:
+    """The rows of part 2."""
+    rows: list[Row] = []
+    for label in (CACHED, SLOW):
+        mine = [r for r in rounds if r["label"] == label]
+        if not mine:
+            continue
+        finals = Counter(str(r["gates_final"]) for r in mine)
+        titled = sum(1 for r in mine if r["title_in_first_paint"])
+        rows.append(
+            timing_row(
+                f"{label}: RecoveryScreen painted",
+                [r["painted"] for r in mine],
+                DEATH_TARGET_S,
+                "≤ 250 ms",
+                heading="**2. agent death → recovery screen.** " if label == CACHED else "",
+                detail="`gates_final` "
+                + ", ".join(f"{k} ×{v}" for k, v in sorted(finals.items()))
+                + f"; the title in its first paint {titled}/{len(mine)}; ",
+            )
+        )
+        rows.append(
+            timing_row(
+                f"{label}, the engine's share: exit → `RecoveryNeeded` reached the App",
+                [r["RecoveryNeeded"] for r in mine if "RecoveryNeeded" in r],
+                None,
+                "",
+            )
+        )
+        rows.append(
+            timing_row(
+                f"{label}, the TUI's share: `RecoveryNeeded` reached the App → painted",
+                [r["painted"] - r["RecoveryNeeded"] for r in mine if "RecoveryNeeded" in r],
+                None,
+                "",
+            )
+        )
+    return rows
+
+
+def death_timeline(rounds: list[dict[str, Any]]) -> list[str]:
+    """When each step happened after the exit (median ms; a blank: not before the paint)."""
+    steps = (
+        ("AgentExited", "`AgentExited` reached the App"),
+        ("EvaluationStarted", "`EvaluationStarted` (the final tree's snapshot taken)"),
+        ("EvaluationFinished", "`EvaluationFinished` (the final tree's gates judged)"),
+        ("RecoveryNeeded", "`RecoveryNeeded` reached the App (the facts)"),
+        ("pushed", "`push_screen(RecoveryScreen)` called"),
+        ("css", "`screens.tcss` parsed and every node restyled (`App._load_screen_css`)"),
+        ("painted", "RecoveryScreen painted"),
+    )
+    lines = [
+        "After the agent's exit: when each step happened (median ms after the exit; blank: not "
+        "before the paint):",
+        "",
+        f"| step | {CACHED} | {SLOW} |",
+        "|---|---:|---:|",
+    ]
+    for key, name in steps:
+        cells = []
+        for label in (CACHED, SLOW):
+            values = [r[key] for r in rounds if r["label"] == label and key in r]
+            cells.append(f"{statistics.median(values) * 1000:,.1f}" if values else "")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    took = [r["css_took"] for r in rounds if r.get("css_took")]
+    if took:
+        lines += [
+            "",
+            f"The first push of a screen with `CSS_PATH` in an App parses `screens.tcss` and "
+            f"restyles every node: {ms(statistics.median(took))} median, {ms(max(took))} max "
+            "here (every round is a new App, as a session's first death is).",
+        ]
+    return lines
+
+
+def render(rows: list[Row]) -> list[str]:
+    """The table as Markdown lines."""
+    lines = ["| measure | p50 | p95 | max | target | verdict |", "|---|---:|---:|---:|---|---|"]
+    for row in rows:
+        verdict = "" if row.ok is None else ("PASS" if row.ok else "**FAIL**")
+        lines.append(
+            f"| {row.measure} | {row.p50} | {row.p95} | {row.max} | {row.target} | {verdict} |"
+        )
+    return lines
+
+
+def machine(load_before: tuple[float, float, float]) -> list[str]:
+    """The machine, as Markdown bullet lines."""
+    import textual
+
+    cpu = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    nproc = len(os.sched_getaffinity(0))
+    after = os.getloadavg()
+    busy = " (over nproc: other work competed)" if max(load_before[0], after[0]) > nproc else ""
+    return [
+        f"- nproc: {nproc} ({cpu}), memory {psutil.virtual_memory().total / 1024**3:.1f} GiB",
+        f"- python: {platform.python_version()}; textual {textual.__version__}; "
+        f"kernel {platform.release()}",
+        "- load average (1, 5, 15 min): "
+        + " / ".join(f"{x:.2f}" for x in load_before)
+        + " before, "
+        + " / ".join(f"{x:.2f}" for x in after)
+        + f" after{busy}",
+    ]
+
+
+def flood_facts(result: dict[str, Any], lines: int) -> dict[str, Any]:
+    """Byte-exactness, the floods' durations under the App, and the RSS sampled during them."""
+    floods = result["floods"]
+    digest, size = sha256_file(Path(result["log"]))
+    last = floods[-1]
+    windows = [(f["started"], f["ended"]) for f in floods]
+    result["flood_windows"] = windows
+    in_flood = [s for t, s in result["rss"] if any(a <= t <= b + 0.2 for a, b in windows)]
+    return {
+        "exact": digest == last["sha256"] and size == last["bytes"],
+        "log_bytes": size,
+        "walls": [b - a for a, b in windows],
+        "lines": lines,
+        "keys_in_flood": len(result["flood"]),
+        "rss_peak_flood": max(in_flood, default=0),
+    }
+
+
+_GENERIC_FRAMES = re.compile(
+    r"\((?:tui\.py|<frozen |asyncio/|selectors\.py|textual/(?:_callback|message_pump|timer|_context)\.py)"
+)
+
+
+def profile_summary(path: Path, top: int = 12) -> list[str]:
+    """Where the App's thread spent its samples, from py-spy's raw (collapsed) output: the
+    functions with the largest inclusive share, paella's own and Textual's (dispatch left out)."""
+    if not path.exists():
+        return [f"(no profile at {path})"]
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit() or not stack.startswith("<module> (tui.py"):
+            continue  # another thread (git and gate workers, watchers, the key sender)
+        count = int(count_text)
+        total += count
+        frames = {re.sub(r":\d+\)$", ")", frame) for frame in stack.split(";")}
+        for frame in frames:
+            if not _GENERIC_FRAMES.search(frame):
+                inclusive[frame] += count
+    ours = [(f, c) for f, c in inclusive.most_common() if "textual/" not in f][:top]
+    theirs = [(f, c) for f, c in inclusive.most_common() if "textual/" in f][:top]
+    lines = [
+        f"`{path}`: {total} samples of the App's thread (py-spy, 250 Hz); inclusive share:",
+        "",
+    ]
+    for title, items in (("paella and Python", ours), ("Textual", theirs)):
+        lines.append(f"- {title}: " + "; ".join(f"{f} {c / max(total, 1):.0%}" for f, c in items))
+    return lines
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="15 keys, 4 death rounds of each case, at most 2 floods (default: 42, 10, 6)",
+    )
+    parser.add_argument("--lines", type=int, default=1_000_000, help="lines the agent floods")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="build in DIR (new) and keep it")
+    parser.add_argument(
+        "--profile", type=Path, metavar="DIR", help="run the children under py-spy into DIR"
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--floods", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run both parts and print the report (exit 0 either way)."""
+    args = parse_args(argv)
+    if args.child:
+        return child_main(args)
+    n_keys, n_death, floods = (15, 4, 2) if args.quick else (42, 10, 6)
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        if args.keep is not None:
+            root = args.keep.resolve()
+            root.mkdir(parents=True)
+        else:
+            root = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="paella-bench-tui-"))
+            )
+        if args.profile is not None:
+            args.profile.mkdir(parents=True, exist_ok=True)
+        agent_path = root / "agent.py"
+        agent_path.write_text(AGENT)
+        agent = [sys.executable, "-S", str(agent_path)]
+        stamps = root / "keys-stamps"
+        stamps.mkdir()
+        make_workspace(
+            root, "keys", agent=[*agent, "flood", str(stamps / "go"), str(args.lines), str(stamps)]
+        )
+        death = [*agent, "exit", f"{root}/go-{{run_id}}", f"{root}/death-{{run_id}}.stamp", "1"]
+        make_workspace(root, "death-cached", agent=death)
+        make_workspace(
+            root,
+            "death-slow",
+            agent=[*death, str(root / "death-slow" / "src" / "work.txt")],
+            gate_b=f"if [ -f src/work.txt ]; then sleep {SLOW_GATE_S:g}; fi",
+        )
+        log(f"1. keys: {n_keys} presses idle, then during floods of {args.lines:,} lines")
+        keys = spawn_child("keys", root, n_keys, args.profile, floods)
+        assert isinstance(keys, dict)
+        flood = flood_facts(keys, args.lines)
+        log(f"2. death → recovery screen: {n_death} rounds of each case")
+        rounds = spawn_child("death", root, n_death, args.profile)
+        assert isinstance(rounds, list)
+        rows = keys_rows(keys, flood) + death_rows(rounds)
+        lines = [
+            f"## TUI benchmark ({time.strftime('%Y-%m-%d %H:%M %Z')})",
+            "",
+            *machine(load_before),
+            f"- App: `run_test(size={SIZE})`, notifications on; contract: two tiny gates, settle "
+            f"{SETTLE}; run state after the flood: {keys.get('board_state')}; "
+            f"{'--quick' if args.quick else 'full run'}, {time.monotonic() - started:.0f} s",
+            "",
+            *render(rows),
+            "",
+        ]
+        missed = [r.name or r.measure for r in rows if r.ok is False]
+        if missed:
+            lines.append("**Missed:** " + "; ".join(missed) + ".")
+        else:
+            lines.append("Every SPEC 13 target measured here is met.")
+        lines += ["", *death_timeline(rounds)]
+        if args.profile is not None:
+            for part in ("keys", "death"):
+                lines += ["", *profile_summary(args.profile / f"{part}.txt")]
+        print("\n".join(lines), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
