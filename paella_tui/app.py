@@ -26,19 +26,23 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from paella_tui.confirm_screen import ConfirmScreen
+from paella_tui.diff_screen import DiffScreen
+from paella_tui.handoff_screen import HandoffScreen
+from paella_tui.help_screen import HelpScreen
 from paella_tui.main_screen import MainScreen
 from paella_tui.notify import Alarm, Alert, alert_for
+from paella_tui.quit_signals import QuitSignals
+from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.run_board import RunBoard
+from paella_tui.run_commands import RunCommands
 from supervisor.checkpoints import SnapshotRecord
 from supervisor.contract import Contract
 from supervisor.events import (
     AgentExited,
-    AgentStarted,
     CheckpointTaken,
     Event,
     Notice,
     RecoveryFacts,
-    RolledBack,
     RunDone,
 )
 from supervisor.output_tail import OutputTail
@@ -46,18 +50,12 @@ from supervisor.run_loop import EXIT_NOT_DONE, Decision, RunLoop, policy
 from supervisor.run_view import RunView
 from supervisor.runs import Run
 from widgets.checkpoint_list import CheckpointList
-from widgets.drift_feed import DriftFeed
-from widgets.episode_list import EpisodeList
-from widgets.gate_table import GateTable
 
 EXIT_INTERRUPTED = 130
-TICK_S = 0.25
-"""How often the clock, the countdown and the agent's liveness are looked at."""
+TICK_S = 1.0
+"""How often the clock moves (uptime, the retry countdown, the gates' ages)."""
 STOP_PATIENCE_S = 20.0
 """After the agent's stop grace, how long a quit waits for the run loop before cutting it short."""
-
-_QUIT_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-"""Handled on the event loop; SIGHUP is handled at once (see ``_on_hangup``)."""
 
 
 class PaellaApp(App[int]):
@@ -65,7 +63,12 @@ class PaellaApp(App[int]):
 
     TITLE = "paella"
     # Absolute, so a subclass defined elsewhere (a test, the screenshot script) finds it too.
-    CSS_PATH: ClassVar[list[str | PurePath]] = [Path(__file__).parent / "styles" / "app.tcss"]
+    # screens.tcss belongs to the other screens (they name it too); read at start, the first
+    # death does not pay for parsing it and restyling every node before the recovery shows.
+    CSS_PATH: ClassVar[list[str | PurePath]] = [
+        Path(__file__).parent / "styles" / "app.tcss",
+        Path(__file__).parent / "styles" / "screens.tcss",
+    ]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("g", "run_gates", "gates", tooltip="Run every gate on the current tree now"),
         Binding("c", "checkpoint", "ckpt", tooltip="Take a manual checkpoint now"),
@@ -95,7 +98,9 @@ class PaellaApp(App[int]):
         """``engine=False`` shows only what is fed to :meth:`feed` (tests, screenshots)."""
         super().__init__()
         self.run_ = run
+        """The supervised run (``run`` is the App's own method), or None without an engine."""
         self.contract = contract
+        """The frozen contract the run is held to."""
         self.board = RunBoard(contract=contract, run_id=run_id or (run.run_id if run else ""))
         """The run as shown, folded from the events."""
         self.run_loop: RunLoop | None = None
@@ -103,6 +108,7 @@ class PaellaApp(App[int]):
         self.exit_code = EXIT_NOT_DONE
         """What ``paella run`` exits with: the run loop's status (0 only when done)."""
         self.alarm = Alarm(self)
+        """Rings a death, a drift, exhausted retries: bell, toast, desktop, tmux."""
         self._resume_first = resume
         self._on_death = on_death
         self._clock = clock
@@ -117,13 +123,11 @@ class PaellaApp(App[int]):
         self._loop_thread = threading.get_ident()
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._redraw_pending = False
-        self._alarmed_attempts: set[int] = set()
-        self._user_stopped_attempt: int | None = None
         self._shown_bindings: tuple[bool, bool] = (False, False)
-        self._stdin_hold: int | None = None
-        self._terminal_lost = False
-        self._previous_handlers: dict[int, Any] = {}
         self._deferred_panic: tuple[Any, ...] | None = None
+        self._signals = QuitSignals(self._on_signal, mute=self._mute_terminal)
+        self.commands = RunCommands(self)
+        """What the run keys do (g, c, r, s, R)."""
 
     # --- start -----------------------------------------------------------------------------
 
@@ -134,15 +138,8 @@ class PaellaApp(App[int]):
         self.set_interval(TICK_S, self._tick, name="paella-clock")
         self._tick()
         if self._with_engine:
-            for sig in _QUIT_SIGNALS:
-                self._event_loop.add_signal_handler(sig, self._on_signal, sig)
-            # SIGHUP needs a plain handler: it must run before the SIGCONT that a hangup also
-            # sends (Python runs handlers in signal order), which Textual answers by drawing.
-            self._previous_handlers = {
-                signal.SIGHUP: signal.signal(signal.SIGHUP, self._on_hangup),
-                signal.SIGCONT: signal.signal(signal.SIGCONT, self._on_continue),
-            }
-            self._start_engine(resume=self._resume_first)
+            self._signals.install(self._event_loop)
+            self.start_engine(resume=self._resume_first)
         self._redraw()
 
     def get_default_screen(self) -> MainScreen:
@@ -154,7 +151,8 @@ class PaellaApp(App[int]):
         """The main screen (the bottom of the screen stack)."""
         return next(s for s in self.screen_stack if isinstance(s, MainScreen))
 
-    def _start_engine(self, *, resume: bool) -> None:
+    def start_engine(self, *, resume: bool) -> None:
+        """Start a run loop (a new one after ``R``) in the engine worker."""
         self.board.state = "starting" if not resume else "resuming"
         self.run_worker(
             self._supervise(resume),
@@ -213,13 +211,17 @@ class PaellaApp(App[int]):
                 f"{worker.description} failed: {worker.error}", severity="error", timeout=15
             )
 
-    def _engine_live(self) -> bool:
+    @property
+    def engine_live(self) -> bool:
+        """A run loop is running (between its start and its exit status)."""
         return self._engine_task is not None and not self._engine_task.done()
 
-    def _agent_alive(self) -> bool:
+    @property
+    def agent_alive(self) -> bool:
+        """The live run loop's agent process is running."""
         loop = self.run_loop
         return bool(
-            self._engine_live()
+            self.engine_live
             and loop is not None
             and loop.agent is not None
             and loop.agent.returncode is None
@@ -243,13 +245,9 @@ class PaellaApp(App[int]):
         self.board.apply(event)
         if not self.is_running:
             return
-        if isinstance(event, AgentStarted):
-            self._user_stopped_attempt = None
         alert = alert_for(event)
-        if isinstance(event, AgentExited) and event.attempt in self._alarmed_attempts:
-            alert = None  # the tick noticed this death already
-        if isinstance(event, AgentExited) and (self._quitting or event.stopped_by_user):
-            alert = None
+        if isinstance(event, AgentExited) and self._quitting:
+            alert = None  # a quit's own stop is no death
         if alert is not None:
             self.alarm.ring(alert)
         elif isinstance(event, Notice):
@@ -258,7 +256,7 @@ class PaellaApp(App[int]):
             )
         elif isinstance(event, RunDone):
             self.notify(
-                f"every gate is green: {', '.join(event.gates)}", title="✓ done", timeout=30
+                f"every gate is green: {', '.join(event.gates)}", title="✓ done", timeout=10
             )
             self.bell()
         elif isinstance(event, CheckpointTaken):
@@ -278,8 +276,8 @@ class PaellaApp(App[int]):
         main = self._main_or_none()
         if main is None:
             return
-        main.show(self.board, state="stopping" if self._quitting and self._engine_live() else None)
-        shown = (self._agent_alive(), self._can_resume())
+        main.show(self.board, state="stopping" if self._quitting and self.engine_live else None)
+        shown = (self.agent_alive, self._can_resume())
         if shown != self._shown_bindings:
             self._shown_bindings = shown
             self.refresh_bindings()
@@ -288,25 +286,10 @@ class PaellaApp(App[int]):
         return next((s for s in self.screen_stack if isinstance(s, MainScreen)), None)
 
     def _tick(self) -> None:
-        """The clock: uptime, countdowns and ages; and a death noticed before its gates finish."""
+        """The clock: uptime, countdowns and ages count from now."""
         main = self._main_or_none()
         if main is not None:
             main.set_now(self._clock())
-        loop = self.run_loop
-        agent = loop.agent if loop is not None else None
-        if agent is None or agent.returncode is None or self.board.state != "running":
-            return
-        # The engine judges the gates before it reports the exit; say so at once.
-        attempt = loop.attempt if loop is not None else 0
-        code = agent.returncode
-        how = f"killed by signal {-code}" if code < 0 else f"exit {code}"
-        self.board.state = "evaluating"
-        self.board.detail = f"attempt {attempt} ended ({how}): judging the gates before recovery"
-        stopped = self._quitting or self._user_stopped_attempt == attempt
-        if code != 0 and not stopped and attempt not in self._alarmed_attempts:
-            self._alarmed_attempts.add(attempt)
-            self.alarm.ring(Alert("paella: the agent died", f"attempt {attempt}, {how}"))
-        self._redraw()
 
     # --- recovery ------------------------------------------------------------------------------
 
@@ -318,8 +301,6 @@ class PaellaApp(App[int]):
             decision = await policy(self._on_death)(facts)
             self.notify(f"{facts.how}: --on-death {self._on_death} applied", severity="warning")
             return decision
-        from paella_tui.recovery_screen import RecoveryScreen
-
         assert self.run_ is not None
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self._decision = future
@@ -344,7 +325,7 @@ class PaellaApp(App[int]):
         """``q``: quit; while the agent runs, ask first, then stop it and wait for the loop."""
         if self._quitting:
             return
-        if not self._agent_alive():
+        if not self.agent_alive:
             self._stop_and_exit("quit by you")
             return
         if self._asking_to_quit:
@@ -370,7 +351,7 @@ class PaellaApp(App[int]):
             self._decision.set_result(Decision("stop", by=reason))
         if self._recovery_screen is not None and self.screen is self._recovery_screen:
             self.pop_screen()
-        if not self._engine_live():
+        if not self.engine_live:
             self._leave()
             return
         assert self.run_loop is not None
@@ -392,11 +373,11 @@ class PaellaApp(App[int]):
         return self._signal_code if self._signal_code is not None else self.exit_code
 
     def _leave(self) -> None:
-        if self._terminal_lost:
+        if self._signals.terminal_lost:
             # The run is recorded and the agent stopped. Textual's shutdown would now restore a
             # terminal that no longer exists, and can block forever writing to it: exit here.
             os._exit(self.status)
-        self._release_stdin()
+        self._signals.release_stdin()
         if self._deferred_panic is not None:
             super().panic(*self._deferred_panic)
             return
@@ -404,38 +385,19 @@ class PaellaApp(App[int]):
 
     def panic(self, *renderables: Any) -> None:
         """A fatal display error: stop the agent through the loop first, then show it and exit."""
-        if self._engine_live() and self._deferred_panic is None:
+        if self.engine_live and self._deferred_panic is None:
             self._deferred_panic = renderables
             self._stop_and_exit("paella's display failed")
             return
         super().panic(*renderables)
 
-    def _release_stdin(self) -> None:
-        """End the stand-in input of a lost terminal, so Textual's input thread can finish."""
-        if self._stdin_hold is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._stdin_hold)
-            self._stdin_hold = None
-
-    def _on_hangup(self, _signum: int, _frame: object) -> None:
-        """SIGHUP, the pane closed: leave the dead terminal alone, then stop like a quit."""
-        if not self._terminal_lost:
-            self._terminal_lost = True
-            self._stdin_hold = _detach_from_terminal()
-            driver = self._driver
-            if driver is not None:
-                # Nothing may wait on a terminal that is gone (the writer thread's queue is
-                # bounded and its thread may have died on the closed terminal).
-                driver.write = lambda _data: None  # type: ignore[method-assign]
-                driver.flush = lambda: None  # type: ignore[method-assign]
-        if self._event_loop is not None:
-            self._event_loop.call_soon_threadsafe(self._on_signal, signal.SIGHUP)
-
-    def _on_continue(self, signum: int, frame: object) -> None:
-        """SIGCONT: Textual redraws after a suspend, but not on a terminal that hung up."""
-        previous = self._previous_handlers.get(signal.SIGCONT)
-        if not self._terminal_lost and callable(previous):
-            previous(signum, frame)
+    def _mute_terminal(self) -> None:
+        """The terminal hung up: nothing may wait on it (the writer thread's queue is bounded,
+        and its thread may have died on the closed terminal)."""
+        driver = self._driver
+        if driver is not None:
+            driver.write = lambda _data: None  # type: ignore[method-assign,assignment]
+            driver.flush = lambda: None  # type: ignore[method-assign]
 
     def _on_signal(self, sig: int) -> None:
         """SIGHUP, SIGTERM, SIGINT: stop the agent the same way as a quit, without asking."""
@@ -444,7 +406,7 @@ class PaellaApp(App[int]):
             self._signal_code = EXIT_INTERRUPTED
         if self._quitting:
             return
-        if self._engine_live() and self.run_loop is not None:
+        if self.engine_live and self.run_loop is not None:
             self._stop_and_exit(f"paella received {name}")
         else:
             self._stop_and_exit(name)
@@ -465,26 +427,13 @@ class PaellaApp(App[int]):
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
-        self._release_stdin()
-        self._restore_signal_handlers()
+        self._signals.restore()
 
     def on_unmount(self) -> None:
         """Give the signals back (a test process runs many Apps), unless the engine still runs:
         then :meth:`settle_engine` does, once the agent is stopped."""
-        if not self._engine_live():
-            self._restore_signal_handlers()
-
-    def _restore_signal_handlers(self) -> None:
-        loop = self._event_loop
-        if loop is None or not self._with_engine:
-            return
-        for sig in _QUIT_SIGNALS:
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
-        for sig, handler in self._previous_handlers.items():
-            with contextlib.suppress(Exception):
-                signal.signal(sig, handler)
-        self._previous_handlers = {}
+        if not self.engine_live:
+            self._signals.restore()
 
     # --- keys ------------------------------------------------------------------------------------
 
@@ -494,7 +443,7 @@ class PaellaApp(App[int]):
         if self.screen is not self._main_or_none() and action != "quit":
             return False
         if action == "stop_agent":
-            return self._agent_alive()
+            return self.agent_alive
         if action == "resume":
             return self._can_resume()
         return True
@@ -502,171 +451,35 @@ class PaellaApp(App[int]):
     def _can_resume(self) -> bool:
         if self.run_ is None or self._quitting:
             return False
-        if self.board.state == "retry-wait" and self._engine_live():
+        if self.board.state == "retry-wait" and self.engine_live:
             return True
-        return not self._engine_live() and self.board.state not in ("done", "starting")
+        return not self.engine_live and self.board.state not in ("done", "starting")
 
     def action_run_gates(self) -> None:
         """``g``: judge every gate on the current tree now."""
-        if self.run_loop is None or not self._engine_live():
-            self.notify(
-                "no live run: `paella gates` judges the tree without an agent", severity="warning"
-            )
-            return
-        self.run_loop.request_gates()
-        self.notify("running every gate on the current tree", timeout=3)
+        self.commands.run_gates()
 
     def action_checkpoint(self) -> None:
-        """``c``: a manual checkpoint (the gates are judged first while the run is live)."""
-        if self.run_ is None:
-            self.notify("no run to checkpoint", severity="warning")
-            return
-        if self.run_loop is not None and self._engine_live():
-            self.run_worker(
-                self.run_loop.manual_checkpoint("manual checkpoint"),
-                group="checkpoint",
-                description="the manual checkpoint",
-                exit_on_error=False,
-                exclusive=True,
-            )
-        else:
-            self.run_worker(
-                self._checkpoint_offline,
-                thread=True,
-                group="checkpoint",
-                description="the manual checkpoint",
-                exit_on_error=False,
-                exclusive=True,
-            )
-        self.notify("taking a checkpoint…", timeout=3)
-
-    def _checkpoint_offline(self) -> None:
-        """A checkpoint while no run loop lives (after a stop): no gates judged, none claimed."""
-        from supervisor.checkpoints import take_checkpoint
-        from supervisor.snapshot import Snapshotter
-
-        assert self.run_ is not None
-        snapshotter = Snapshotter(
-            self.run_.workspace, max_file_size=self.contract.run.max_file_size
-        )
-        record = take_checkpoint(
-            self.run_, snapshotter, episode="manual", label="manual checkpoint"
-        )
-        self.call_from_thread(self.feed, CheckpointTaken(record_=record))
+        """``c``: a manual checkpoint."""
+        self.commands.checkpoint()
 
     def action_rollback(self) -> None:
-        """``r``: pick a checkpoint, confirm, then roll back to it (the agent is stopped first)."""
-        if self.run_ is None:
-            self.notify("no run to roll back", severity="warning")
-            return
-        from paella_tui.picker_screen import PickerScreen
-
-        self.push_screen(PickerScreen(self.run_), self._picked)
-
-    def _picked(self, record: SnapshotRecord | None) -> None:
-        if record is None:
-            return
-        running = self._agent_alive()
-        if self._engine_live() and not running:
-            self.notify(
-                "the run loop is between attempts; roll back from the recovery screen, or stop first",
-                severity="warning",
-            )
-            return
-        what = record.label or record.name
-        question = (
-            f"Roll back to {record.name} ({what})?\n\n"
-            + ("The agent is stopped first. " if running else "")
-            + "The state now is salvaged first, so the rollback can be undone."
-        )
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._roll_back(record)
-
-        self.push_screen(ConfirmScreen(question, yes="Roll back"), answered)
-
-    def _roll_back(self, record: SnapshotRecord) -> None:
-        if self.run_loop is not None and self._engine_live():
-            self.run_worker(
-                self.run_loop.roll_back_to(record),
-                group="rollback",
-                description=f"the rollback to {record.name}",
-                exit_on_error=False,
-                exclusive=True,
-            )
-        else:
-            self.run_worker(
-                lambda: self._roll_back_offline(record),
-                thread=True,
-                group="rollback",
-                description=f"the rollback to {record.name}",
-                exit_on_error=False,
-                exclusive=True,
-            )
-
-    def _roll_back_offline(self, record: SnapshotRecord) -> None:
-        """A rollback while no run loop lives: the engine's rollback, salvage first."""
-        from supervisor.rollback import rollback
-        from supervisor.snapshot import Snapshotter
-
-        assert self.run_ is not None
-        snapshotter = Snapshotter(
-            self.run_.workspace, max_file_size=self.contract.run.max_file_size
-        )
-        result = rollback(self.run_, record, snapshotter=snapshotter)
-        self.call_from_thread(self.feed, RolledBack(target=record, salvage=result.salvage))
-        self.call_from_thread(
-            self.notify,
-            f"rolled back to {record.name}; `paella rollback {result.salvage.name}` undoes it",
-        )
+        """``r``: pick a checkpoint, confirm, roll back to it (the agent is stopped first)."""
+        self.commands.pick_and_roll_back()
 
     def action_stop_agent(self) -> None:
         """``s``: stop the agent; its end goes through recovery."""
-        if self.run_loop is None or not self._agent_alive():
-            self.notify("the agent is not running", severity="warning")
-            return
-        self._user_stopped_attempt = self.run_loop.attempt
-        self.run_worker(
-            self.run_loop.stop_agent(),
-            group="stop",
-            description="stopping the agent",
-            exit_on_error=False,
-            exclusive=True,
-        )
-        self.notify("stopping the agent…", timeout=3)
+        self.commands.stop_agent()
 
     def action_resume(self) -> None:
-        """``R``: retry now during a retry wait, or resume a stopped run with a new run loop."""
-        if self.run_ is None:
-            return
-        if self._engine_live():
-            if self.board.state == "retry-wait" and self.run_loop is not None:
-                self.run_loop.skip_wait()
-                self.notify("retrying now", timeout=3)
-            else:
-                self.notify("the run is live already", severity="warning")
-            return
-        if self.board.state == "done":
-            self.notify("the run is done: every gate was green", severity="warning")
-            return
-        run = self.run_
-
-        async def resume() -> None:
-            await asyncio.to_thread(run.ledger.append, "resumed", paella_pid=os.getpid())
-            self._start_engine(resume=True)
-
-        self.run_worker(
-            resume(), group="resume", description="resuming the run", exit_on_error=False
-        )
+        """``R``: retry now during a retry wait, or resume a stopped run."""
+        self.commands.resume()
 
     def action_diff(self, record: SnapshotRecord | None = None) -> None:
         """``d``: the diff from the last green checkpoint (or ``record``) to now."""
         if self.run_ is None:
             self.notify("no run", severity="warning")
             return
-        from paella_tui.diff_screen import DiffScreen
-
         self.push_screen(DiffScreen(self.run_, record))
 
     def action_handoff(self) -> None:
@@ -674,14 +487,10 @@ class PaellaApp(App[int]):
         if self.run_ is None:
             self.notify("no run", severity="warning")
             return
-        from paella_tui.handoff_screen import HandoffScreen
-
         self.push_screen(HandoffScreen(self.run_))
 
     def action_help(self) -> None:
         """``?``: the keys and what the symbols mean."""
-        from paella_tui.help_screen import HelpScreen
-
         self.push_screen(HelpScreen(self.run_))
 
     def action_search(self) -> None:
@@ -722,60 +531,15 @@ class PaellaApp(App[int]):
 
     # --- messages from the main screen's widgets --------------------------------------------------
 
-    def on_gate_table_selected(self, message: GateTable.Selected) -> None:
-        """A gate chosen: its last output lines, or why it could not run."""
-        gate = message.gate
-        tail = self.board.gate_tail(gate.name)
-        text = gate.message or "\n".join(tail[-8:]) or "no output recorded"
-        self.notify(text, title=f"gate {gate.name}: {gate.status}", timeout=12)
-
-    def on_episode_list_selected(self, message: EpisodeList.Selected) -> None:
-        """An episode chosen: its goal and gates."""
-        episode = message.episode
-        gates = ", ".join(self.contract.episodes[episode.n - 1].gates)
-        self.notify(
-            f"{episode.goal or '(no goal)'}\ngates: {gates}",
-            title=f"episode {episode.n}: {episode.name}",
-            timeout=10,
-        )
-
     def on_checkpoint_list_selected(self, message: CheckpointList.Selected) -> None:
         """A checkpoint chosen: the diff from it to now."""
         self.action_diff(message.record)
-
-    def on_drift_feed_selected(self, message: DriftFeed.Selected) -> None:
-        """A drift warning chosen: its whole message."""
-        warning = message.warning
-        self.notify(
-            warning.message, title=f"drift: {warning.drift}", severity="warning", timeout=12
-        )
 
     # --- for tests and screenshots ------------------------------------------------------------------
 
     def attach_output(self, tail: OutputTail) -> None:
         """Show ``tail`` as the agent's output (without an engine)."""
         self.main.attach_output(tail)
-
-
-def _detach_from_terminal() -> int | None:
-    """The terminal is gone (SIGHUP): point stdin, stdout and stderr at harmless files.
-
-    Textual's threads read and write the terminal; on a closed one they fail, and a stalled
-    writer would stall the event loop while the agent is being stopped. /dev/null takes the
-    output; the input becomes a pipe nobody writes, so the input thread waits quietly. Returns
-    the pipe's write end: closing it (at exit) ends the input, so that thread can finish.
-    """
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 1)
-        os.dup2(null, 2)
-        os.close(null)
-        read_end, write_end = os.pipe()
-        os.dup2(read_end, 0)
-        os.close(read_end)
-    except OSError:
-        return None
-    return write_end
 
 
 async def run_app(app: PaellaApp) -> int:

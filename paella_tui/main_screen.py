@@ -8,8 +8,6 @@ It fits 80×24 and gives the panels more rows from 32 rows up. The App sets what
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
@@ -32,11 +30,9 @@ WIDE_FOOTER = 100
 class MainScreen(Screen[None]):
     """Header, episodes and gates, checkpoints and drift, the agent's output, the keys."""
 
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
-        (0, "-narrow"),
-        (72, "-normal"),
-    ]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (32, "-tall")]
+    # Screen declares these as plain attributes, so no ClassVar here.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (72, "-normal")]  # noqa: RUF012
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]  # noqa: RUF012
 
     def __init__(self) -> None:
         super().__init__()
@@ -45,6 +41,7 @@ class MainScreen(Screen[None]):
         self._pending: tuple[RunBoard, str | None] | None = None
         self._now = 0.0
         self._tail: OutputTail | None = None
+        self._board: RunBoard | None = None
         # The screen's own children, kept so that setting them never depends on the DOM (the
         # App's clock may tick while the screen is being taken down).
         self._header = RunHeader(id="header")
@@ -85,6 +82,7 @@ class MainScreen(Screen[None]):
 
     def show(self, board: RunBoard, *, state: str | None = None) -> None:
         """Show ``board`` (``state`` overrides its state with one of the UI's own, e.g. stopping)."""
+        self._board = board
         if not self._ready:
             self._pending = (board, state)
             return
@@ -110,6 +108,32 @@ class MainScreen(Screen[None]):
         checkpoints.salvage = tuple(board.salvage)
         checkpoints.base = board.base.n if board.base else None
         self._drift.warnings = tuple(board.drift)
+
+    # --- messages up: what the screen answers itself --------------------------------------------
+
+    def on_gate_table_selected(self, message: GateTable.Selected) -> None:
+        """A gate chosen: its last output lines, or why it could not run."""
+        message.stop()
+        gate = message.gate
+        tail = self._board.gate_tail(gate.name) if self._board else ()
+        text = gate.message or "\n".join(tail[-8:]) or "no output recorded"
+        self.notify(text, title=f"gate {gate.name}: {gate.status}", timeout=12)
+
+    def on_episode_list_selected(self, message: EpisodeList.Selected) -> None:
+        """An episode chosen: its goal."""
+        message.stop()
+        episode = message.episode
+        self.notify(
+            episode.goal or "(no goal)", title=f"episode {episode.n}: {episode.name}", timeout=10
+        )
+
+    def on_drift_feed_selected(self, message: DriftFeed.Selected) -> None:
+        """A drift warning chosen: its whole message."""
+        message.stop()
+        warning = message.warning
+        self.notify(
+            warning.message, title=f"drift: {warning.drift}", severity="warning", timeout=12
+        )
 
     def set_now(self, now: float) -> None:
         """The clock moved: uptime, countdown and ages count from ``now``."""

@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from supervisor.events import AgentExited, DriftDetected, Event, Notice, RecoveryNeeded
 
@@ -118,7 +118,7 @@ def desktop_sequence(title: str, body: str, protocol: Protocol, *, tmux: bool) -
 class Alarm:
     """Rings an alert in every way the terminal allows; never blocks the event loop."""
 
-    def __init__(self, app: App[object], env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, app: App[Any], env: Mapping[str, str] | None = None) -> None:
         self._app = app
         self._env = dict(os.environ if env is None else env)
         self._protocol = detect_protocol(self._env)
@@ -135,7 +135,8 @@ class Alarm:
             alert.message,
             title=alert.title,
             severity=alert.severity,
-            timeout=15 if alert.severity == "error" else 8,
+            # The panels keep showing it; the toast only has to catch the eye.
+            timeout=10 if alert.severity == "error" else 6,
         )
         now = time.monotonic()
         key = f"{alert.title}\n{alert.message}"

@@ -154,8 +154,8 @@ class RunBoard:
             self.facts = event.facts
             self.detail = event.facts.how
         elif isinstance(event, RecoveryChosen):
-            target = f" to {event.target}" if event.target else ""
-            self.detail = f"recovery: {event.choice}{target} ({event.by})"
+            where = f" to {event.target}" if event.target else ""
+            self.detail = f"recovery: {event.choice}{where} ({event.by})"
             if event.choice != "stop":
                 self.state = "resuming"
         elif isinstance(event, RolledBack):

@@ -256,7 +256,9 @@ class RunLoop:
 
     async def run(self) -> int:
         """Supervise until done (0), stopped or out of choices (1), or the agent cannot start (2)."""
-        await asyncio.to_thread(self._stop_orphans)
+        orphan_note = await asyncio.to_thread(self._stop_orphans)
+        if orphan_note:
+            self._consumer(Notice(message=orphan_note, level="warning"))
         self._start_tree = await asyncio.to_thread(self._run_start_tree)
         self.drift = DriftTracker(
             workspace=self.workspace,
@@ -663,16 +665,16 @@ class RunLoop:
         self.run_.ledger.append("run-tree", tree=tree)
         return tree
 
-    def _stop_orphans(self) -> None:
+    def _stop_orphans(self) -> str | None:
         """Stop an agent a killed paella left running: an agent never runs unsupervised."""
         view = RunView.load(self.run_)
         started = view.of_kind("agent-started")
         if not started:
-            return
+            return None
         last = started[-1]
         pid, create_time = last.get("pid"), last.get("create_time")
         if not process_alive(pid, create_time):
-            return
+            return None
         assert isinstance(pid, int)
         members = [pid]
         for proc_pid in _pids():
@@ -686,12 +688,7 @@ class RunLoop:
             attempt=last.get("attempt"),
             processes=[f"{p.pid} {p.name}" for p in stopped],
         )
-        self._consumer(
-            Notice(
-                message=f"stopped agent pid {pid} left running by an earlier paella",
-                level="warning",
-            )
-        )
+        return f"stopped agent pid {pid} left running by an earlier paella"
 
     async def _tick(self) -> None:
         last_persist = 0.0

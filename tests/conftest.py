@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import psutil
 import pytest
 
 TEST_IDENTITY = {
@@ -58,6 +59,20 @@ def isolated_git_environment() -> Iterator[None]:
         for name, value in TEST_IDENTITY.items():
             mp.setenv(name, value)
         yield
+
+
+@pytest.fixture(autouse=True)
+def reap_zombie_children() -> Iterator[None]:
+    """The engine makes its process a child subreaper, so in the test session orphans of one
+    test's agents are re-parented to pytest; reap those that died, so that the next test's
+    process checks see only live processes (and never a leftover zombie)."""
+    yield
+    for child in psutil.Process().children():
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(child.pid, os.WNOHANG)
+        except (psutil.Error, ChildProcessError, OSError):
+            continue
 
 
 @pytest.fixture(autouse=True)

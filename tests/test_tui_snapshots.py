@@ -131,13 +131,23 @@ def running_run() -> list[Event]:
             at=T0 - 90,
         ),
         DriftDetected(
-            drift="scope", path="docs/notes.md", message="docs/notes.md changed outside the scope", at=T0 - 40
+            drift="scope",
+            path="docs/notes.md",
+            message="docs/notes.md changed outside the scope",
+            at=T0 - 40,
         ),
         GateStarted(gate="export-format", tree=TREE, at=T0 - 5),
     ]
     for i, cpu in enumerate([3, 5, 40, 80, 22, 12, 5, 60, 91, 34, 8, 15]):
         events.append(
-            AgentStats(attempt=2, cpu_percent=cpu, rss_bytes=118 << 20, descendants=3, uptime_s=3700, at=T0 - 12 + i)
+            AgentStats(
+                attempt=2,
+                cpu_percent=cpu,
+                rss_bytes=118 << 20,
+                descendants=3,
+                uptime_s=3700,
+                at=T0 - 12 + i,
+            )
         )
     return events
 
@@ -148,7 +158,9 @@ def done_run() -> list[Event]:
     events += [
         gate("idempotency", "pass", 1.1, T0 - 300),
         gate("export-format", "pass", 3.4, T0 - 300),
-        CheckpointTaken(record_=checkpoint(3, 3, ("idempotency", "lint", "privacy", "export-format"), 5)),
+        CheckpointTaken(
+            record_=checkpoint(3, 3, ("idempotency", "lint", "privacy", "export-format"), 5)
+        ),
         AgentExited(attempt=2, exit_code=0, signal=None, at=T0 - 200),
         RunDone(tree=TREE, gates=("idempotency", "privacy", "export-format", "lint"), at=T0 - 199),
     ]

@@ -173,7 +173,11 @@ def test_death_recovery_rollback_resume_done_in_a_real_pane(
     records = ledger(repo)
     assert [r["choice"] for r in records if r["kind"] == "recovery-chosen"] == ["rollback"]
     assert records[-1]["kind"] == "run-done"
-    wait(lambda: not processes_in(repo), "no process left in the repository", lambda: "\n".join(processes_in(repo)))
+    wait(
+        lambda: not processes_in(repo),
+        "no process left in the repository",
+        lambda: "\n".join(processes_in(repo)),
+    )
 
 
 def test_closing_the_pane_stops_the_agent_and_records_it(
@@ -192,7 +196,11 @@ def test_closing_the_pane_stops_the_agent_and_records_it(
 
     pane.kill()  # the pane closes: SIGHUP
 
-    wait(lambda: not processes_in(repo), "the agent and paella to end", lambda: "\n".join(processes_in(repo)))
+    wait(
+        lambda: not processes_in(repo),
+        "the agent and paella to end",
+        lambda: "\n".join(processes_in(repo)),
+    )
     records = ledger(repo)
     assert records[-1]["kind"] == "run-stopped"
     assert records[-1]["reason"] == "paella received SIGHUP"

@@ -110,6 +110,8 @@ class OutputView(ScrollView, can_focus=True):
         """Absolute line numbers that contain the query, oldest first."""
         self._current: int | None = None
         """Index into ``_matches`` of the current match."""
+        self.follow = True
+        """Keep the newest line in view (set by the AgentLog)."""
 
     # --- content ----------------------------------------------------------------------------
 
@@ -138,19 +140,39 @@ class OutputView(ScrollView, can_focus=True):
                     for i in range(max(0, len(self._lines) - len(lines)), len(self._lines))
                     if needle in plain(self._lines[i]).lower()
                 )
-        if lines and overflow:
-            # The oldest lines dropped and every line moved up: keep the same lines in view
-            # (a follower is taken to the end again anyway).
-            self.scroll_to(y=max(0, self.scroll_offset.y - overflow), animate=False, immediate=True)
         changed_partial = partial != self._partial
         self._partial = partial
         if partial:
             self._width = min(_MAX_WIDTH, max(self._width, len(partial)))
         if lines or changed_partial:
             self.virtual_size = Size(self._width, self.line_count)
+            if self.follow:
+                self._to_end()
+            elif overflow:
+                # The oldest lines dropped and every line moved up: keep the same lines in view.
+                self._scroll_y_now(self.scroll_offset.y - overflow)
             # Rendered lines are cached by absolute number, so a full refresh only draws what
             # is visible, and stays right when old lines dropped and everything moved up.
             self.refresh()
+
+    def _to_end(self) -> None:
+        self._scroll_y_now(self.max_scroll_y)
+
+    def _scroll_y_now(self, y: int) -> None:
+        # Not scroll_to: it does nothing until a layout has shown the scrollbar, and a batch
+        # arrives before that. max_scroll_y follows the new virtual size at once.
+        y = max(0, min(y, self.max_scroll_y))
+        self.scroll_target_y = y
+        self.scroll_y = y
+
+    def scroll_to_end(self) -> None:
+        """Show the newest line now."""
+        self._to_end()
+
+    def on_resize(self, _event: events.Resize) -> None:
+        """A follower stays at the newest line when the pane changes size."""
+        if self.follow:
+            self._to_end()
 
     def clear(self) -> None:
         """Forget every line."""
@@ -378,8 +400,9 @@ class AgentLog(Vertical):
     def watch_follow(self, follow: bool) -> None:
         """Following again jumps to the newest line."""
         self._retitle()
+        self.view.follow = follow
         if follow and self.is_mounted:
-            self.view.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.view.scroll_to_end()
 
     def watch_search_text(self, query: str) -> None:
         """Run the search and say how it went."""
@@ -405,11 +428,7 @@ class AgentLog(Vertical):
             wanted = min(new, self._max_lines)
             got = tail.lines(wanted + 1) if partial else tail.lines(wanted)
             lines = got[:-1] if partial else got
-        view = self.view
-        view.add(lines, partial)
-        if self.follow:
-            # After the refresh: the new virtual size must be laid out before the end moves.
-            view.call_after_refresh(view.scroll_end, animate=False, immediate=True)
+        self.view.add(lines, partial)
 
     # --- actions the screen calls -----------------------------------------------------------
 

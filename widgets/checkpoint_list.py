@@ -82,7 +82,9 @@ class CheckpointList(FittedTable):
         if row.kind == "salvage":
             mark, style, label = SALVAGE, "dim", row.reason or "salvage"
         elif row.n == self.base:
-            mark, style, label = BASE, "bold", f"{row.label} (base)"
+            # ◆ and bold say it; the word too where there is room for it.
+            wide = widths[2] >= 28
+            mark, style, label = BASE, "bold", f"{row.label} (base)" if wide else row.label
         elif isinstance(row.episode, int):
             mark, style, label = PASS, "", row.label
         else:

@@ -45,8 +45,14 @@ class GateRow:
     """Why, in words, for a timeout or a gate that could not run."""
 
 
+WIDE = 46
+"""From this width the table also says when each gate last ran."""
+
+
 class GateTable(FittedTable):
     """The gates of the contract, one row each, regressions first to the eye."""
+
+    _ages: tuple[str, ...] = ()
 
     DEFAULT_CSS = """
     GateTable > .datatable--cursor { text-style: bold underline; }
@@ -76,9 +82,16 @@ class GateTable(FittedTable):
         self._retitle()
 
     def watch_now(self) -> None:
-        """The ages moved: redraw (only when the ages are shown at this width)."""
-        if self.size.width >= 46:
+        """The clock moved: redraw only if an age shown at this width reads differently."""
+        if self.size.width < WIDE:
+            return
+        ages = tuple(self._age(row) for row in self.gates)
+        if ages != self._ages:
+            self._ages = ages
             self.redraw()
+
+    def _age(self, row: GateRow) -> str:
+        return age(self.now - row.finished_at) if row.finished_at and self.now else ""
 
     def _retitle(self) -> None:
         green = sum(g.status in ("pass", "flaky") for g in self.gates)
@@ -98,7 +111,7 @@ class GateTable(FittedTable):
 
     def column_widths(self, width: int) -> tuple[int | None, ...]:
         """mark | name | state | took | ran (wide only) | was green."""
-        if width >= 46:
+        if width >= WIDE:
             return (2, None, 8, 7, 8, 8)
         return (2, None, 8, 6, 8)
 
@@ -116,8 +129,7 @@ class GateTable(FittedTable):
             was = ""
         cells = [f"{mark} ", row.name, state, took]
         if len(widths) == 6:
-            ran = age(self.now - row.finished_at) if row.finished_at and self.now else ""
-            cells.append(ran)
+            cells.append(self._age(row))
         cells.append(was)
         out = []
         for index, (cell, width) in enumerate(zip(cells, widths, strict=True)):

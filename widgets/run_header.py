@@ -52,8 +52,7 @@ class RunHeader(Widget):
         layout: horizontal;
     }
     RunHeader #agent-stats {
-        width: auto;
-        max-width: 40;
+        width: 27;
         height: 1;
         padding: 0 0 0 1;
     }
@@ -113,6 +112,7 @@ class RunHeader(Widget):
         self._stats_static = Static(id="agent-stats")
         self._cpu = Sparkline((), summary_function=max, id="agent-cpu")
         self._note_static = Static(id="run-note")
+        self._shown: dict[Static, Text] = {}
 
     def compose(self) -> ComposeResult:
         """Two lines: the run, then the agent."""
@@ -137,12 +137,21 @@ class RunHeader(Widget):
         self.set_class(not alive, "-idle")
         self.set_class(self.state == "done", "-done")
         self.set_class(self.state in ("recovering", "error"), "-alarm")
-        self._run_line_static.update(self._run_line())
-        self._stats_static.update(self._stats())
+        # Only what changed is redrawn, and without a layout pass where the size is fixed: the
+        # clock ticks every second for hours.
+        self._show(self._run_line_static, self._run_line(), layout=False)
+        self._show(self._stats_static, self._stats(), layout=False)
+        self._show(self._note_static, self._note(), layout=False)
         # Zeros on the left: the chart fills from the right, and one sample is not a full bar.
         history = list(self.cpu_history)[-CPU_POINTS:]
-        self._cpu.data = [0.0] * (CPU_POINTS - len(history)) + history
-        self._note_static.update(self._note())
+        data = [0.0] * (CPU_POINTS - len(history)) + history
+        if data != self._cpu.data:
+            self._cpu.data = data
+
+    def _show(self, static: Static, text: Text, *, layout: bool) -> None:
+        if self._shown.get(static) != text:
+            self._shown[static] = text
+            static.update(text, layout=layout)
 
     # Every reactive changes what the two lines say; one redraw serves them all.
     watch_run_name = watch_run_id = watch_state = watch_attempt = watch_pid = _redraw

@@ -1,0 +1,170 @@
+"""What the run's keys do: ``g`` gates, ``c`` checkpoint, ``r`` roll back, ``s`` stop, ``R`` resume.
+
+While a run loop lives, each goes through it (so the engine records it and the agent is stopped
+first where it must be). After a stop no loop lives, and the two that still make sense, a
+checkpoint and a rollback, call the engine's own functions in a thread worker. Nothing here
+blocks the event loop, and every worker is labelled, with failures shown rather than raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from paella_tui.confirm_screen import ConfirmScreen
+from paella_tui.picker_screen import PickerScreen
+from supervisor.checkpoints import SnapshotRecord, take_checkpoint
+from supervisor.events import CheckpointTaken, RolledBack
+from supervisor.rollback import rollback
+from supervisor.snapshot import Snapshotter
+
+if TYPE_CHECKING:
+    from paella_tui.app import PaellaApp
+
+
+class RunCommands:
+    """The run keys of a :class:`~paella_tui.app.PaellaApp`."""
+
+    def __init__(self, app: PaellaApp) -> None:
+        self.app = app
+
+    def _work(self, work: Callable[[], Any] | Awaitable[Any], group: str, description: str) -> None:
+        """A labelled worker: coroutines on the loop, plain callables in a thread."""
+        self.app.run_worker(
+            work,
+            group=group,
+            description=description,
+            exit_on_error=False,
+            exclusive=True,
+            thread=callable(work),
+        )
+
+    def _snapshotter(self) -> Snapshotter:
+        run = self.app.run_
+        assert run is not None
+        return Snapshotter(run.workspace, max_file_size=self.app.contract.run.max_file_size)
+
+    # --- g ---------------------------------------------------------------------------------------
+
+    def run_gates(self) -> None:
+        """Judge every gate on the current tree now (and resume a watcher paused by flapping)."""
+        loop = self.app.run_loop
+        if loop is None or not self.app.engine_live:
+            self.app.notify(
+                "no live run: `paella gates` judges the tree without an agent", severity="warning"
+            )
+            return
+        loop.request_gates()
+        self.app.notify("running every gate on the current tree", timeout=3)
+
+    # --- c ---------------------------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """A manual checkpoint; the live loop judges the gates first, so it records them."""
+        if self.app.run_ is None:
+            self.app.notify("no run to checkpoint", severity="warning")
+            return
+        loop = self.app.run_loop
+        if loop is not None and self.app.engine_live:
+            self._work(loop.manual_checkpoint("manual checkpoint"), "checkpoint", "the checkpoint")
+        else:
+            self._work(self._checkpoint_offline, "checkpoint", "the checkpoint")
+        self.app.notify("taking a checkpoint…", timeout=3)
+
+    def _checkpoint_offline(self) -> None:
+        """After a stop (no loop): a snapshot with no gates judged, so none claimed green."""
+        run = self.app.run_
+        assert run is not None
+        record = take_checkpoint(
+            run, self._snapshotter(), episode="manual", label="manual checkpoint"
+        )
+        self.app.call_from_thread(self.app.feed, CheckpointTaken(record_=record))
+
+    # --- r ---------------------------------------------------------------------------------------
+
+    def pick_and_roll_back(self) -> None:
+        """The picker, then a confirmation, then the rollback."""
+        if self.app.run_ is None:
+            self.app.notify("no run to roll back", severity="warning")
+            return
+        self.app.push_screen(PickerScreen(self.app.run_), self._picked)
+
+    def _picked(self, record: SnapshotRecord | None) -> None:
+        if record is None:
+            return
+        running = self.app.agent_alive
+        if self.app.engine_live and not running:
+            self.app.notify(
+                "the run is between attempts: roll back from the recovery screen, or stop first",
+                severity="warning",
+            )
+            return
+        what = record.label or record.reason or record.name
+        question = (
+            f"Roll back to {record.name} ({what})?\n\n"
+            + ("The agent is stopped first. " if running else "")
+            + "The state now is salvaged first, so the rollback can be undone."
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._roll_back(record)
+
+        self.app.push_screen(ConfirmScreen(question, yes="Roll back"), answered)
+
+    def _roll_back(self, record: SnapshotRecord) -> None:
+        loop = self.app.run_loop
+        what = f"the rollback to {record.name}"
+        if loop is not None and self.app.engine_live:
+            # The loop stops the agent; its end goes through recovery with this choice made.
+            self._work(loop.roll_back_to(record), "rollback", what)
+        else:
+            self._work(lambda: self._roll_back_offline(record), "rollback", what)
+
+    def _roll_back_offline(self, record: SnapshotRecord) -> None:
+        """After a stop (no loop): the engine's rollback, salvaging first."""
+        run = self.app.run_
+        assert run is not None
+        result = rollback(run, record, snapshotter=self._snapshotter())
+        self.app.call_from_thread(self.app.feed, RolledBack(target=record, salvage=result.salvage))
+        self.app.call_from_thread(
+            self.app.notify,
+            f"rolled back to {record.name}; `paella rollback {result.salvage.name}` undoes it",
+        )
+
+    # --- s and R -----------------------------------------------------------------------------------
+
+    def stop_agent(self) -> None:
+        """Stop the agent; the loop records it and opens recovery."""
+        loop = self.app.run_loop
+        if loop is None or not self.app.agent_alive:
+            self.app.notify("the agent is not running", severity="warning")
+            return
+        self._work(loop.stop_agent(), "stop", "stopping the agent")
+        self.app.notify("stopping the agent…", timeout=3)
+
+    def resume(self) -> None:
+        """Retry now during a retry wait; after a stop, resume with a new run loop."""
+        app = self.app
+        run = app.run_
+        if run is None:
+            return
+        if app.engine_live:
+            if app.board.state == "retry-wait" and app.run_loop is not None:
+                app.run_loop.skip_wait()
+                app.notify("retrying now", timeout=3)
+            else:
+                app.notify("the run is live already", severity="warning")
+            return
+        if app.board.state == "done":
+            app.notify("the run is done: every gate was green", severity="warning")
+            return
+
+        async def resume() -> None:
+            # Recorded like `paella resume`: another paella can tell this run is supervised.
+            await asyncio.to_thread(run.ledger.append, "resumed", paella_pid=os.getpid())
+            app.start_engine(resume=True)
+
+        self._work(resume(), "resume", "resuming the run")
