@@ -41,8 +41,7 @@ def now_tree(run: Run) -> str:
     contract = run.load_contract()
     cap = contract.run.max_file_size if contract is not None else DEFAULT_MAX_FILE_SIZE
     snapshotter = Snapshotter(run.workspace, max_file_size=cap)
-    with snapshotter.locked("a snapshot for the diff"):
-        return snapshotter.take().tree
+    return snapshotter.take_locked("a snapshot for the diff").tree
 
 
 def change_stats(changes: list[FileChange]) -> Content:

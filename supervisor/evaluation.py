@@ -391,8 +391,7 @@ class Evaluator:
 
     def _snapshot(self) -> Snapshot:
         """Snapshot the workspace under the lock (blocking: called in a thread)."""
-        with self._snapshotter.locked("a snapshot for the gates"):
-            return self._snapshotter.take()
+        return self._snapshotter.take_locked("a snapshot for the gates")
 
     def _requeue_after_stale(self) -> None:
         """Queue another evaluation for the tree that moved, unless one waits or gates loop."""

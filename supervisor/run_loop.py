@@ -654,8 +654,7 @@ class RunLoop:
     # --- housekeeping ------------------------------------------------------------------------
 
     def _snapshot_tree(self) -> str:
-        with self.snapshotter.locked():
-            return self.snapshotter.take().tree
+        return self.snapshotter.take_locked().tree
 
     def _run_start_tree(self) -> str:
         """The tree the run started on (drift is judged against it), recorded once per run."""

@@ -81,6 +81,11 @@ class Snapshotter:
                 self.index_file.with_name(self.index_file.name + ".lock").unlink()
             yield
 
+    def take_locked(self, what: str = "a snapshot") -> Snapshot:
+        """Snapshot the workspace now, holding the lock for just that (blocking: git)."""
+        with self.locked(what):
+            return self.take()
+
     def take(self) -> Snapshot:
         """Snapshot the workspace now. The caller holds :meth:`locked`."""
         # Read before this snapshot writes the index: a memo is valid only for the index it saw.

@@ -203,8 +203,7 @@ def handoff(args: argparse.Namespace) -> int:
             f"run {run_.run_id} has no contract (a manual run): there is nothing to hand off"
         )
     snapshotter = ctx.snapshotter(run_)
-    with snapshotter.locked():
-        now = snapshotter.take().tree
+    now = snapshotter.take_locked().tree
     base = view.last_green_checkpoint
     start = next((r["tree"] for r in view.of_kind("run-tree")), None)
     since = base.tree if base else (start or now)

@@ -13,7 +13,6 @@ from supervisor.errors import UsageError
 from supervisor.rollback import rollback as do_rollback
 from supervisor.run_view import RunView
 from supervisor.runs import Run
-from supervisor.snapshot import Snapshotter
 
 
 def _describe_snapshot_extras(record: SnapshotRecord) -> list[str]:
@@ -34,8 +33,7 @@ def checkpoint(args: argparse.Namespace) -> int:
     ctx.workspace.require_quiet("take a checkpoint")
     run = ctx.run_for_writing("manual checkpoint")
     snapshotter = ctx.snapshotter(run)
-    with snapshotter.locked("a checkpoint"):
-        snap = snapshotter.take()
+    snap = snapshotter.take_locked("a checkpoint")
     # The gates green on exactly this tree, as judged before (the TUI's `c` runs them first;
     # here they are not re-run, so only results on this very tree count).
     green = _green_on(run, snap.tree)
@@ -113,11 +111,6 @@ def _default_target(view: RunView, purpose: str) -> SnapshotRecord:
     )
 
 
-def _snapshot_tree(ctx: Context, snapshotter: Snapshotter) -> str:
-    with snapshotter.locked("a snapshot"):
-        return snapshotter.take().tree
-
-
 def _shortstat(run: Run, from_tree: str, to_tree: str) -> str:
     out = run.workspace.git.out(["diff", "--shortstat", "--no-renames", from_tree, to_tree])
     return out.strip() or "no changes"
@@ -139,7 +132,7 @@ def rollback(args: argparse.Namespace) -> int:
                 f"rollback to {target.name} changes your work tree and there is no terminal to confirm on",
                 hint=f"run `paella rollback {target.name} --yes` to confirm. Nothing was changed.",
             )
-        now = _snapshot_tree(ctx, snapshotter)
+        now = snapshotter.take_locked().tree
         print(f"Roll back to {target.name} ({target.label or target.reason}, {target.t[:19]}):")
         print(f"  {_shortstat(run, now, target.tree)} between now and then")
         print("  the current state is saved as a salvage snapshot first, so this can be undone.")
@@ -178,7 +171,7 @@ def diff(args: argparse.Namespace) -> int:
         raise UsageError(
             "no checkpoint to diff against yet", hint="take one with `paella checkpoint`."
         )
-    now = _snapshot_tree(ctx, ctx.snapshotter(run))
+    now = ctx.snapshotter(run).take_locked().tree
     git = run.workspace.git
     options = ["--stat"] if args.stat else []
     color = ["--color=always"] if use_color() else ["--no-color"]
