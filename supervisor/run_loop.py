@@ -485,11 +485,16 @@ class RunLoop:
             "run_id": self.run_.run_id,
             "session_id": "",
         }
+        # A resume that names the agent's own session needs its id; none is captured yet (the
+        # agent profiles will), and `claude -r ""` would fail: start afresh with the handoff.
+        needs_session = run_cfg.resume is not None and any(
+            "{session_id}" in arg for arg in run_cfg.resume
+        )
         if resume:
-            if run_cfg.resume is not None:
+            if run_cfg.resume is not None and not (needs_session and not values["session_id"]):
                 template = run_cfg.resume
             else:
-                # No resume command: start the agent again with the handoff as its task.
+                # No usable resume command: start the agent again with the handoff as its task.
                 values["prompt"] = handoff_text or prompt
                 values["prompt_file"] = str(handoff_path or prompt_file)
         argv = list(expand_placeholders(template, values))
