@@ -1,0 +1,80 @@
+"""Codex CLI: `codex exec --json` (one JSON event a line).
+
+Events: `thread.started` (`thread_id`: the session id), `turn.started`, `turn.completed`
+(`usage`), `turn.failed` (`error.message`), `item.started` / `item.completed` with `item.type`
+`agent_message{text}`, `command_execution{command}`, `file_change{changes}`, and `error`.
+Every fatal error exits 1, so an exit 0 after a failed turn is the only false success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from supervisor.profiles.stream import (
+    DecodedStats,
+    Dialect,
+    Record,
+    as_dict,
+    as_list,
+    error_message,
+    exit_zero_error,
+    one_line,
+    text_lines,
+)
+
+STREAM_ARGS = ("--json",)
+TRANSIENT = ("Too Many Requests", "exceeded retry limit", "usage_limit_reached")
+
+_CHANGE_VERBS = {"add": "Add", "delete": "Delete", "update": "Edit"}
+
+
+class CodexDialect(Dialect):
+    """Renders and counts Codex CLI's `--json` events."""
+
+    def render(self, record: Record) -> list[str]:
+        kind = record.get("type")
+        item = as_dict(record.get("item"))
+        item_type = item.get("type")
+        if kind == "item.started" and item_type == "command_execution":
+            return [f"$ {one_line(item.get('command'))}"]
+        if kind == "item.completed":
+            if item_type == "agent_message":
+                return text_lines(item.get("text"))
+            if item_type == "file_change":
+                return [
+                    f"✎ {_CHANGE_VERBS.get(str(change.get('kind')), 'Edit')} {change.get('path', '')}"
+                    for change in map(as_dict, as_list(item.get("changes")))
+                ]
+            if item_type == "command_execution":
+                code = item.get("exit_code")
+                if isinstance(code, int) and code != 0:
+                    return [f"✗ exit {code}: {one_line(item.get('command'))}"]
+            if item_type == "error":
+                return [f"✗ error: {one_line(item.get('message'))}"]
+        if kind == "turn.failed":
+            return [f"✗ error: {one_line(error_message(record.get('error')))}"]
+        if kind == "error":
+            return [f"✗ error: {one_line(record.get('message'))}"]
+        return []
+
+    def update(self, stats: DecodedStats, record: Record) -> None:
+        kind = record.get("type")
+        if kind == "thread.started":
+            thread = record.get("thread_id")
+            if isinstance(thread, str) and thread:
+                stats.session_id = thread
+        elif kind == "turn.completed":
+            stats.turns += 1
+            usage = as_dict(record.get("usage"))
+            stats.add_usage(usage.get("input_tokens"), usage.get("output_tokens"))
+        elif kind == "turn.failed":
+            stats.turns += 1
+            stats.error(error_message(record.get("error")))
+        elif kind == "error":
+            # Not always fatal (a reconnect is reported this way); the exit code decides.
+            stats.error(record.get("message"), fatal=False)
+
+
+def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedStats) -> str | None:
+    """Exit 0 after `turn.failed` (Codex exits 1 on every fatal error; this is a safeguard)."""
+    return exit_zero_error(exit_code, decoded, "Codex CLI")

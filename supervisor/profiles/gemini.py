@@ -1,0 +1,91 @@
+"""Gemini CLI: `-o stream-json` (one JSON event a line), and its named exit codes.
+
+Events: `init` (`session_id`), `message` (`role`, `content`; the model's text may come in
+`delta` pieces), `tool_use` (`tool_name`, `parameters`), `tool_result` (`status`, `error`),
+`error` (`severity`, `message`), `result` (`status`, `stats`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from supervisor.profiles.stream import (
+    DecodedStats,
+    Dialect,
+    Record,
+    as_dict,
+    describe_tool,
+    error_message,
+    exit_zero_error,
+    one_line,
+    text_lines,
+)
+
+STREAM_ARGS = ("-o", "stream-json")
+TRANSIENT = ("RESOURCE_EXHAUSTED", "quota exceeded", "exhausted your", "UNAVAILABLE")
+EXIT_CODES = {
+    41: "authentication failed",
+    42: "invalid input",
+    44: "sandbox error",
+    52: "configuration error",
+    53: "turn limit reached",
+    130: "cancelled",
+}
+"""Gemini CLI's fatal exit codes."""
+
+
+class GeminiDialect(Dialect):
+    """Renders and counts Gemini CLI's stream-json events; joins the model's streamed text."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._in_reply = False
+
+    def render(self, record: Record) -> list[str]:
+        kind = record.get("type")
+        if kind == "message":
+            if record.get("role") != "assistant":
+                return self.flush()
+            content = record.get("content")
+            text = content if isinstance(content, str) else ""
+            if record.get("delta") is True:
+                self._pending += text
+                *done, self._pending = self._pending.split("\n")
+                return done
+            return [*self.flush(), *text_lines(text)]
+        lines = self.flush()
+        if kind == "tool_use":
+            lines.append(describe_tool(record.get("tool_name"), record.get("parameters")))
+        elif kind == "tool_result" and record.get("status") == "error":
+            lines.append(f"✗ tool error: {one_line(error_message(record.get('error')))}")
+        elif kind == "error":
+            lines.append(
+                f"✗ {record.get('severity') or 'error'}: {one_line(record.get('message'))}"
+            )
+        elif kind == "result" and record.get("status") not in (None, "success"):
+            lines.append(f"✗ error: {one_line(error_message(record.get('error')))}")
+        return lines
+
+    def flush(self) -> list[str]:
+        pending, self._pending = self._pending, ""
+        return [pending] if pending.strip() else []
+
+    def update(self, stats: DecodedStats, record: Record) -> None:
+        super().update(stats, record)
+        kind = record.get("type")
+        reply = kind == "message" and record.get("role") == "assistant"
+        if reply and not self._in_reply:
+            stats.turns += 1
+        self._in_reply = reply or (self._in_reply and kind == "message")
+        if kind == "error":
+            stats.error(record.get("message"), fatal=record.get("severity") == "error")
+        elif kind == "result":
+            usage = as_dict(record.get("stats"))
+            stats.add_usage(usage.get("input_tokens"), usage.get("output_tokens"))
+            if record.get("status") not in (None, "success"):
+                stats.error(error_message(record.get("error")) or "the result was an error")
+
+
+def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedStats) -> str | None:
+    """Exit 0 after a `result` whose status is an error."""
+    return exit_zero_error(exit_code, decoded, "Gemini CLI")

@@ -1,0 +1,62 @@
+"""opencode: `opencode run --format json` (one JSON event a line, `sessionID` on each).
+
+Events: `text` (`part.text`), `tool_use` (`part.tool`, `part.state.input`), `step_finish`
+(`part.tokens{input,output}`, `part.cost`), `error` (`error.data.message` or `error.message`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from supervisor.profiles.stream import (
+    DecodedStats,
+    Dialect,
+    Record,
+    as_dict,
+    describe_tool,
+    error_message,
+    exit_zero_error,
+    one_line,
+    text_lines,
+)
+
+STREAM_ARGS = ("--format", "json")
+TRANSIENT = ("Too Many Requests", "Rate Limited", "Provider is overloaded")
+
+
+class OpencodeDialect(Dialect):
+    """Renders and counts opencode's `--format json` events."""
+
+    def render(self, record: Record) -> list[str]:
+        kind = record.get("type")
+        part = as_dict(record.get("part"))
+        if kind == "text":
+            return text_lines(part.get("text", record.get("text")))
+        if kind == "tool_use":
+            state = as_dict(part.get("state"))
+            lines = [describe_tool(part.get("tool"), state.get("input"))]
+            if state.get("status") == "error":
+                lines.append(f"✗ tool error: {one_line(state.get('error'))}")
+            return lines
+        if kind == "error":
+            return [f"✗ error: {one_line(error_message(record.get('error')))}"]
+        return []
+
+    def update(self, stats: DecodedStats, record: Record) -> None:
+        session = record.get("sessionID")
+        if isinstance(session, str) and session:
+            stats.session_id = session
+        kind = record.get("type")
+        if kind == "step_finish":
+            part = as_dict(record.get("part"))
+            stats.turns += 1
+            tokens = as_dict(part.get("tokens"))
+            stats.add_usage(tokens.get("input"), tokens.get("output"))
+            stats.add_cost(part.get("cost"))
+        elif kind == "error":
+            stats.error(error_message(record.get("error")))
+
+
+def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedStats) -> str | None:
+    """Exit 0 after an `error` event."""
+    return exit_zero_error(exit_code, decoded, "opencode")
