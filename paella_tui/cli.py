@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "demo", help="the whole flow on a built-in scenario (no API key, no network)"
     )
-    p.add_argument("--headless", action="store_true")
+    p.add_argument("--headless", action="store_true", help="tell the story as plain lines, no TUI")
     p.add_argument(
         "--dir", metavar="DIR", help="build the demo repository here instead of a temp folder"
     )
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
 
     p = sub.add_parser("gates", help="evaluate every gate once on the current tree (no agent)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON object with every gate's result")
 
     p = sub.add_parser("checkpoint", help="take a manual checkpoint now")
     p.add_argument("--label", metavar="TEXT", default="")
