@@ -41,6 +41,5 @@ class GitError(WorkspaceError):
     def __init__(self, args: list[str], returncode: int, stderr: str) -> None:
         said = stderr.strip() or f"exit status {returncode}"
         super().__init__(f"git {' '.join(args)} failed: {said}")
-        self.args_ = args
         self.returncode = returncode
         self.stderr = stderr

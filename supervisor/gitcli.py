@@ -43,10 +43,6 @@ class Git:
             env["GIT_INDEX_FILE"] = str(index_file)
         self._env = env
 
-    def with_index(self, index_file: Path | None) -> Git:
-        """The same runner against another index file (None: the repository's own index)."""
-        return Git(self.root, index_file=index_file)
-
     def run(
         self,
         args: Sequence[str],

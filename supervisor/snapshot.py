@@ -209,10 +209,6 @@ class Snapshotter:
                 sig.append([str(path), None])
         return sig
 
-    def reset_to(self, tree: str) -> None:
-        """Make the private index hold ``tree`` (after a restore), keeping stat data where it matches."""
-        self.git.run(["read-tree", "--reset", tree])
-
     def _seed_index(self) -> None:
         if self.index_file.exists():
             return

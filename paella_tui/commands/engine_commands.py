@@ -122,27 +122,23 @@ def resume(args: argparse.Namespace) -> int:
 
 def gates(args: argparse.Namespace) -> int:
     """Evaluate every gate once on the current tree and print the results (exit 1 if any is red)."""
+    from paella_tui.headless import describe_event
     from supervisor.evaluation import Evaluator
-    from supervisor.events import Event, GateFinished
+    from supervisor.events import Event
     from supervisor.snapshot import Snapshotter
 
     ctx = Context.open()
     contract = ctx.contract()
     run_ = ctx.run_for_writing("paella gates")
     view = RunView.load(run_)
-    lines: list[str] = []
 
     def emit(event: Event) -> None:
         if event.kind is not None:
             run_.ledger.append(event.kind, **event.record())
         if not args.json:
-            from paella_tui.headless import describe_event
-
             line = describe_event(event)
             if line is not None:
                 print(line, flush=True)
-        if isinstance(event, GateFinished):
-            lines.append(event.result.gate)
 
     async def main() -> int:
         evaluator = Evaluator(
