@@ -14,6 +14,7 @@ from typing import TextIO
 from supervisor.durations import format_duration
 from supervisor.events import (
     AgentExited,
+    AgentSession,
     AgentStarted,
     CheckpointTaken,
     DriftDetected,
@@ -41,8 +42,10 @@ def describe_event(event: Event) -> str | None:
         return f"● agent {how}: attempt {event.attempt}, pid {event.pid}: {shlex.join(event.argv)[:160]}"
     if isinstance(event, AgentExited):
         who = " (stopped by you)" if event.stopped_by_user else ""
-        mark = "■" if event.exit_code == 0 else "✗"
+        mark = "■" if event.exit_code == 0 and not event.false_success else "✗"
         lines = [f"{mark} agent ended: {event.describe()}{who}, attempt {event.attempt}"]
+        if event.usage is not None and not event.usage.empty:
+            lines.append(f"  agent reported: {event.usage.describe()}")
         if event.leftovers:
             lines.append(
                 f"  stopped {len(event.leftovers)} leftover process(es): "
@@ -50,6 +53,8 @@ def describe_event(event: Event) -> str | None:
             )
         lines.extend(f"  │ {line}" for line in event.tail[-5:])
         return "\n".join(lines)
+    if isinstance(event, AgentSession):
+        return f"  agent session {event.session_id} (a resume continues it)"
     if isinstance(event, EvaluationStarted):
         return f"◌ gates: judging tree {event.tree[:10]} ({event.reason})"
     if isinstance(event, GateStarted):

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.output_tail import OutputTail
+from supervisor.output_tail import OutputSink, OutputTail
 from supervisor.process_tree import (
     LeftoverProcess,
     ProcessStats,
@@ -102,7 +102,7 @@ class AgentProcess:
         log_path: Path,
         tty: bool,
         tree: ProcessTree,
-        tail: OutputTail,
+        tail: OutputSink,
         on_output: Callable[[bytes], None] | None,
         leftover_grace: float,
     ) -> None:
@@ -115,6 +115,7 @@ class AgentProcess:
         self._tty = tty
         self._tree = tree
         self._tail = tail
+        self._read_bytes = 0
         self._on_output = on_output
         self._leftover_grace = leftover_grace
         self._started_at = time.time()
@@ -145,7 +146,7 @@ class AgentProcess:
         tty: bool = True,
         log_path: str | os.PathLike[str],
         on_output: Callable[[bytes], None] | None = None,
-        tail: OutputTail | None = None,
+        tail: OutputSink | None = None,
         leftover_grace: float = LEFTOVER_GRACE_S,
     ) -> AgentProcess:
         """Launch `argv` (no shell) in its own session; raise AgentStartError if it cannot start.
@@ -205,8 +206,8 @@ class AgentProcess:
         return self._popen.pid
 
     @property
-    def tail(self) -> OutputTail:
-        """The display-ready tail of the output; poll its `version`."""
+    def tail(self) -> OutputSink:
+        """Where the output is shown (an `OutputTail`: poll its `version`)."""
         return self._tail
 
     @property
@@ -287,6 +288,7 @@ class AgentProcess:
             self._consume(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
     def _consume(self, data: bytes) -> None:
+        self._read_bytes += len(data)
         self._write_log(data)
         self._tail.feed(data)
         if self._on_output is not None:
@@ -319,9 +321,9 @@ class AgentProcess:
         for _ in range(_MAX_DRAIN_CALLBACKS):
             if not self._reading:
                 break
-            before = self._tail.total_bytes
+            before = self._read_bytes
             self._on_readable()
-            if self._tail.total_bytes == before:
+            if self._read_bytes == before:
                 break
 
     # -- death ------------------------------------------------------------------------

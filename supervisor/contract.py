@@ -33,16 +33,17 @@ PROFILES = ("claude", "codex", "gemini", "aider", "opencode")
 
 PROFILE_COMMANDS: dict[str, tuple[str, str]] = {
     "claude": (
-        "claude -p {prompt} --permission-mode acceptEdits",
-        "claude -r {session_id} -p {handoff} --permission-mode acceptEdits",
+        "claude -p {prompt} --permission-mode acceptEdits --output-format stream-json --verbose",
+        "claude -r {session_id} -p {handoff} --permission-mode acceptEdits"
+        " --output-format stream-json --verbose",
     ),
     "codex": (
-        "codex exec --sandbox workspace-write {prompt}",
-        "codex exec resume {session_id} {handoff}",
+        "codex exec --json --sandbox workspace-write {prompt}",
+        "codex exec --json --sandbox workspace-write resume {session_id} {handoff}",
     ),
     "gemini": (
-        "gemini -p {prompt} --approval-mode auto_edit",
-        "gemini -r {session_id} -p {handoff} --approval-mode auto_edit",
+        "gemini -p {prompt} --approval-mode auto_edit -o stream-json",
+        "gemini -r {session_id} -p {handoff} --approval-mode auto_edit -o stream-json",
     ),
     "aider": (
         "aider --message-file {prompt_file} --yes-always --no-stream --no-pretty",
@@ -50,8 +51,8 @@ PROFILE_COMMANDS: dict[str, tuple[str, str]] = {
         " --restore-chat-history",
     ),
     "opencode": (
-        "opencode run --auto {prompt}",
-        "opencode run -s {session_id} {handoff}",
+        "opencode run --auto --format json {prompt}",
+        "opencode run --auto --format json -s {session_id} {handoff}",
     ),
 }
 """Each profile's (start, resume) command line, as a user would write it in `paella.toml`."""

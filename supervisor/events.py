@@ -53,6 +53,74 @@ class AgentStarted(Event):
     tty: bool = True
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What the agent's own stream reported spending: turns, tokens and cost (SPEC 3 `profile`)."""
+
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    """None when no record gave a cost (not every agent reports one)."""
+
+    def __add__(self, other: Usage) -> Usage:
+        costs = [c for c in (self.cost_usd, other.cost_usd) if c is not None]
+        return Usage(
+            turns=self.turns + other.turns,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=sum(costs) if costs else None,
+        )
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing was reported."""
+        return self == Usage()
+
+    @property
+    def tokens(self) -> int:
+        """Input and output tokens together."""
+        return self.input_tokens + self.output_tokens
+
+    def describe(self) -> str:
+        """``12 turns, 48.3k tokens (41.0k in, 7.3k out), $0.84``."""
+        parts = [f"{self.turns} turn{'s' if self.turns != 1 else ''}"]
+        if self.tokens:
+            parts.append(
+                f"{_count(self.tokens)} tokens ({_count(self.input_tokens)} in, "
+                f"{_count(self.output_tokens)} out)"
+            )
+        if self.cost_usd is not None:
+            parts.append(f"${self.cost_usd:.2f}")
+        return ", ".join(parts)
+
+    @classmethod
+    def from_record(cls, data: object) -> Usage:
+        """A usage from its ledger form (anything unexpected counts as nothing)."""
+        if not isinstance(data, dict):
+            return cls()
+
+        def number(key: str) -> int:
+            value = data.get(key)
+            return int(value) if isinstance(value, int | float) and value >= 0 else 0
+
+        cost = data.get("cost_usd")
+        return cls(
+            turns=number("turns"),
+            input_tokens=number("input_tokens"),
+            output_tokens=number("output_tokens"),
+            cost_usd=float(cost) if isinstance(cost, int | float) and cost >= 0 else None,
+        )
+
+
+def _count(n: int) -> str:
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.2f}M"
+
+
 @dataclass(frozen=True, kw_only=True)
 class AgentStats(Event):
     """Resource use of the agent's whole process tree (sampled about once a second; not persisted)."""
@@ -63,6 +131,17 @@ class AgentStats(Event):
     rss_bytes: int
     descendants: int
     uptime_s: float
+    usage: Usage | None = None
+    """What the agent's stream reported, summed over every attempt so far (None: no stream)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentSession(Event):
+    """The agent's stream named its own session (the `{session_id}` a resume continues)."""
+
+    kind: ClassVar[str | None] = "agent-session"
+    attempt: int
+    session_id: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,9 +155,23 @@ class AgentExited(Event):
     tail: tuple[str, ...] = ()
     leftovers: tuple[str, ...] = ()
     stopped_by_user: bool = False
+    false_success: str | None = None
+    """Why an exit 0 is really a failure, by the agent's profile (its stream said error)."""
+    exit_meaning: str | None = None
+    """The agent's own name for its exit code (Gemini CLI's 53: turn limit reached)."""
+    usage: Usage | None = None
+    """What this attempt's stream reported spending (None: no stream was decoded)."""
+
+    def evidence(self) -> tuple[str, ...]:
+        """The lines an ending is judged from: the tail, and the false-success reason."""
+        return (*self.tail, self.false_success) if self.false_success else self.tail
 
     def describe(self) -> str:
-        """``exit 0``, ``exit 3``, ``killed by SIGKILL``."""
+        """``exit 0``, ``exit 53 (turn limit reached)``, ``killed by SIGKILL``, or a false success."""
+        if self.false_success:
+            return self.false_success
+        if self.exit_meaning and self.signal is None:
+            return f"exit {self.exit_code} ({self.exit_meaning})"
         if self.signal is not None:
             import signal as _signal
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections import deque
+from typing import Protocol
 
 DEFAULT_MAX_LINES = 5000
 DEFAULT_MAX_LINE_CHARS = 64 * 1024
@@ -71,6 +72,19 @@ def _has_controls(text: str) -> bool:
 
 def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+class OutputSink(Protocol):
+    """Where an agent's output goes to be shown: an `OutputTail`, or one that decodes first."""
+
+    def feed(self, data: bytes) -> None:
+        """Add raw output bytes."""
+
+    def finish(self) -> None:
+        """The output ended: flush what is held back."""
+
+    def last_lines(self, n: int) -> list[str]:
+        """The last `n` plain lines."""
 
 
 class OutputTail:

@@ -36,16 +36,21 @@ def matched_pattern(tail: Sequence[str], transient: Sequence[str]) -> str | None
 
 
 def classify(exited: AgentExited, *, all_gates_green: bool, transient: Sequence[str]) -> Ending:
-    """Name how an attempt ended: done, claimed-done, stopped, transient, signal or crash."""
+    """Name how an attempt ended: done, claimed-done, stopped, transient, signal or crash.
+
+    A false success (exit 0 while the agent's own stream reported an error) is judged as the
+    failed exit it is, unless every gate is green: done is the gates' call, and waiting hours
+    for a usage limit to reset would serve nobody when the work is already proved.
+    """
     clean_exit = exited.exit_code == 0 and exited.signal is None
     if clean_exit and all_gates_green:
         return "done"
     # A stop the user asked for is not a claim of success, even when the agent exits 0 on SIGTERM.
     if exited.stopped_by_user:
         return "stopped"
-    if clean_exit:
+    if clean_exit and not exited.false_success:
         return "claimed-done"
-    if matched_pattern(exited.tail, transient) is not None:
+    if matched_pattern(exited.evidence(), transient) is not None:
         return "transient"
     if exited.signal is not None:
         return "signal"

@@ -27,10 +27,12 @@ from supervisor import checkpoints as ckpt
 from supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
 from supervisor.checkpoints import SnapshotRecord
 from supervisor.contract import Contract, expand_placeholders
+from supervisor.decoded_tail import DecodedTail
 from supervisor.drift import DriftTracker
 from supervisor.evaluation import Evaluator
 from supervisor.events import (
     AgentExited,
+    AgentSession,
     AgentStarted,
     AgentStats,
     CheckpointTaken,
@@ -47,12 +49,14 @@ from supervisor.events import (
     RolledBack,
     RunDone,
     RunStopped,
+    Usage,
     WatchPaused,
 )
 from supervisor.files import write_atomic
 from supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
-from supervisor.output_tail import OutputTail
+from supervisor.output_tail import OutputSink, OutputTail
 from supervisor.process_tree import stop_tree
+from supervisor.profiles import get_profile
 from supervisor.retry import classify, retry_wait
 from supervisor.rollback import rollback
 from supervisor.run_view import RunView, process_alive
@@ -126,6 +130,17 @@ class RunLoop:
         self.attempt = max(
             (int(r.get("attempt", 0)) for r in view.of_kind("agent-started")), default=0
         )
+        self.profile = get_profile(contract.run.profile)
+        self._transient = (
+            self.profile.transient_patterns(contract.retry.transient)
+            if self.profile is not None
+            else contract.retry.transient
+        )
+        self.session_id: str | None = view.session_id()
+        """The agent's own session id, as its stream last reported it (for `{session_id}`)."""
+        self.usage_before = view.usage() or Usage()
+        """What the stream reported in the attempts before this one."""
+        self._decoded: DecodedTail | None = None
         self._transient_failures = 0
         self._auto_recoveries = 0
         self.agent: AgentProcess | None = None
@@ -194,6 +209,20 @@ class RunLoop:
 
     def _on_output(self, _data: bytes) -> None:
         self._last_activity = time.monotonic()
+        decoded = self._decoded
+        if decoded is not None:
+            # Recorded the moment it is seen: a paella killed mid-attempt still resumes it.
+            session = decoded.stats.session_id
+            if session and session != self.session_id:
+                self.session_id = session
+                self.emit(AgentSession(attempt=self.attempt, session_id=session))
+
+    @property
+    def usage(self) -> Usage | None:
+        """Turns, tokens and cost over every attempt so far (None: no stream reported any)."""
+        live = self._decoded.stats.usage() if self._decoded is not None else Usage()
+        total = self.usage_before + live
+        return None if total.empty and self._decoded is None else total
 
     def _on_settled(self, paths: tuple[str, ...]) -> None:
         self.evaluator.request(f"{len(paths)} file(s) changed")
@@ -318,7 +347,7 @@ class RunLoop:
             self.state = "evaluating"
             self._evaluating_tree = None
             final = asyncio.ensure_future(self._final_evaluation())
-            quick = classify(exited, all_gates_green=False, transient=self.contract.retry.transient)
+            quick = classify(exited, all_gates_green=False, transient=self._transient)
             if quick in ("crash", "signal", "stopped"):
                 # Not done whatever the gates say: recovery opens now with what is known; the
                 # final tree's gates keep running and fill in the gate table when they finish.
@@ -348,9 +377,7 @@ class RunLoop:
             # The final tree's path drift (protected, scope, contract) is judged in the
             # background: it belongs before the verdict, in the ledger and in the handoff.
             await self._background_checks()
-            ending = classify(
-                exited, all_gates_green=all_green, transient=self.contract.retry.transient
-            )
+            ending = classify(exited, all_gates_green=all_green, transient=self._transient)
             if ending == "done":
                 self.state = "done"
                 self.emit(
@@ -419,7 +446,13 @@ class RunLoop:
         # The display tail runs across attempts; a marker line separates them (and lets the
         # death report show this attempt's lines only).
         self.tail.feed(f"\n{ATTEMPT_MARKER}{self.attempt} ──\n".encode())
-        argv, env = self._command(resume=resume, handoff_path=handoff_path)
+        template, argv, env = self._command(resume=resume, handoff_path=handoff_path)
+        output: OutputSink = self.tail
+        self._decoded = None
+        if self.profile is not None and self.profile.stream_on(template):
+            # The log view shows what the agent says and does; agent.log keeps the raw bytes.
+            self._decoded = DecodedTail(self.tail, self.profile.new_decoder())
+            output = self._decoded
         try:
             self.agent = await AgentProcess.start(
                 argv,
@@ -428,7 +461,7 @@ class RunLoop:
                 tty=self.contract.run.tty,
                 log_path=self.run_.dir / "agent.log",
                 on_output=self._on_output,
-                tail=self.tail,
+                tail=output,
             )
         except AgentStartError as err:
             self.emit(Notice(message=str(err), level="error"))
@@ -455,27 +488,39 @@ class RunLoop:
         marks = [i for i, line in enumerate(tail) if line.startswith(ATTEMPT_MARKER)]
         if marks:
             tail = tail[marks[-1] + 1 :]
+        tail = tail[-40:]
+        profile, decoded = self.profile, self._decoded
+        false_success = None
+        if profile is not None and not self._user_stopped:
+            stats = decoded.stats if decoded is not None else profile.new_decoder().stats
+            false_success = profile.false_success(tail, info.exit_code, stats)
         event = AgentExited(
             attempt=self.attempt,
             exit_code=info.exit_code,
             signal=info.signal,
-            tail=tuple(tail[-40:]),
+            tail=tuple(tail),
+            false_success=false_success,
+            exit_meaning=profile.exit_meaning(info.exit_code) if profile else None,
+            usage=decoded.stats.usage() if decoded is not None else None,
             leftovers=tuple(
                 f"{p.pid} {p.name} {' '.join(p.cmdline)[:200]}" for p in info.leftovers
             ),
             stopped_by_user=self._user_stopped,
         )
+        if event.usage is not None:
+            self.usage_before = self.usage_before + event.usage
+        self._decoded = None
         self.emit(event)
         return event
 
     def _command(
         self, *, resume: bool, handoff_path: Path | None
-    ) -> tuple[list[str], dict[str, str]]:
+    ) -> tuple[tuple[str, ...], list[str], dict[str, str]]:
+        """The template chosen, the argv it expands to, and the agent's environment."""
         run_cfg = self.contract.run
         prompt_file = self._prompt_file()
         prompt = prompt_file.read_text(errors="replace")
         handoff_text = handoff_path.read_text(errors="replace") if handoff_path else ""
-        template = run_cfg.agent
         values = {
             "prompt": prompt,
             "prompt_file": str(prompt_file),
@@ -483,16 +528,13 @@ class RunLoop:
             "handoff_file": str(handoff_path or ""),
             "attempt": str(self.attempt),
             "run_id": self.run_.run_id,
-            "session_id": "",
+            "session_id": self.session_id or "",
         }
-        # A resume that names the agent's own session needs its id; none is captured yet (the
-        # agent profiles will), and `claude -r ""` would fail: start afresh with the handoff.
-        needs_session = run_cfg.resume is not None and any(
-            "{session_id}" in arg for arg in run_cfg.resume
-        )
+        template = run_cfg.agent
         if resume:
-            if run_cfg.resume is not None and not (needs_session and not values["session_id"]):
-                template = run_cfg.resume
+            resume_template = self._resume_template()
+            if resume_template is not None:
+                template = resume_template
             else:
                 # No usable resume command: start the agent again with the handoff as its task.
                 values["prompt"] = handoff_text or prompt
@@ -508,7 +550,33 @@ class RunLoop:
             env["PAELLA_HANDOFF_FILE"] = str(handoff_path)
         else:
             env.pop("PAELLA_HANDOFF_FILE", None)
-        return argv, env
+        return template, argv, env
+
+    def _resume_template(self) -> tuple[str, ...] | None:
+        """The resume command to use now, or None to start the agent again with the handoff.
+
+        A resume by `{session_id}` with no id seen yet (`claude -r ""` would fail) becomes the
+        profile's "newest session in this folder" form; without one, the agent starts afresh.
+        """
+        template = self.contract.run.resume
+        if template is None or self.session_id or not _names_session(template):
+            return template
+        newest = self.profile.resume_without_session(template) if self.profile else None
+        if newest is not None:
+            self.emit(
+                Notice(
+                    message="no session id was seen: resuming the agent's newest session here",
+                    level="warning",
+                )
+            )
+        else:
+            self.emit(
+                Notice(
+                    message="no session id was seen: starting the agent again with the handoff",
+                    level="warning",
+                )
+            )
+        return newest
 
     def _prompt_file(self) -> Path:
         run_cfg = self.contract.run
@@ -532,7 +600,7 @@ class RunLoop:
     async def _retry_wait(self, exited: AgentExited) -> bool:
         now = datetime.now(UTC)
         wait_s, reason = retry_wait(
-            self._transient_failures, self.contract.retry, exited.tail, now=now
+            self._transient_failures, self.contract.retry, exited.evidence(), now=now
         )
         self.retry_at = time.time() + wait_s
         self.state = "retry-wait"
@@ -707,6 +775,7 @@ class RunLoop:
                     rss_bytes=stats.rss_bytes,
                     descendants=stats.descendants,
                     uptime_s=time.time() - stats.started,
+                    usage=self._decoded.stats.usage() if self._decoded is not None else None,
                 )
                 self._consumer(event)
                 if time.monotonic() - last_persist >= STATS_PERSIST_EVERY_S:
@@ -715,6 +784,10 @@ class RunLoop:
                 if self.drift is not None:
                     for drift in self.drift.check_stall(self._last_activity, time.monotonic()):
                         self.emit(drift)
+
+
+def _names_session(template: tuple[str, ...]) -> bool:
+    return any("{session_id}" in word for word in template)
 
 
 def _consume_result(task: asyncio.Future[EvaluationFinished]) -> None:

@@ -6,13 +6,14 @@ same truth as the process running the agent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
 
 from supervisor.checkpoints import SnapshotRecord
 from supervisor.contract import Contract
+from supervisor.events import Usage
 from supervisor.runs import Run
 
 RUN_STATES = ("running", "retry-wait", "recovering", "stopped", "dead", "done")
@@ -93,6 +94,8 @@ class RunView:
                 "rss_bytes": None,
                 "descendants": None,
                 "started": None,
+                "session_id": None,
+                "usage": None,
             }
         last = started[-1]
         exited = [
@@ -112,7 +115,30 @@ class RunView:
             "rss_bytes": stat.get("rss_bytes"),
             "descendants": stat.get("descendants"),
             "started": last.get("t"),
+            "session_id": self.session_id(),
+            "usage": self.usage_json(),
         }
+
+    def session_id(self) -> str | None:
+        """The agent's own session id its stream reported last (what `{session_id}` resumes)."""
+        sessions = self.of_kind("agent-session")
+        return str(sessions[-1]["session_id"]) if sessions else None
+
+    def usage(self) -> Usage | None:
+        """Turns, tokens and cost the agent's stream reported, summed over the attempts; an
+        attempt paella did not see end counts with its last sample. None: no stream reported."""
+        per_attempt: dict[object, Usage] = {}
+        for record in self.of_kind("agent-stats", "agent-exited"):
+            if record.get("usage") is not None:
+                per_attempt[record.get("attempt")] = Usage.from_record(record["usage"])
+        if not per_attempt:
+            return None
+        return sum(per_attempt.values(), Usage())
+
+    def usage_json(self) -> dict[str, Any] | None:
+        """`usage()` as `status --json` gives it."""
+        usage = self.usage()
+        return None if usage is None else asdict(usage)
 
     def gate_history(self) -> list[dict[str, Any]]:
         """The gate-finished records since the last rollback (what counts for regressions)."""

@@ -27,7 +27,7 @@ from supervisor.contract import (
 from supervisor.events import AgentExited
 from supervisor.profiles import PROFILES, DecodedStats, Profile, StreamDecoder, get_profile
 from supervisor.profiles.stream import DisplayLine, describe_tool
-from supervisor.retry import parse_reset_time
+from supervisor.retry import classify, parse_reset_time
 
 AGENTS = Path(__file__).parent / "profile_agents"
 CONTRACT_TRANSIENT = RetryConfig().transient
@@ -73,18 +73,35 @@ def run_agent(profile: Profile, scenario: str, tmp_path: Path, *, resume: bool =
     for start in range(0, len(proc.stdout), 7):
         lines.extend(decoder.feed(proc.stdout[start : start + 7]))
     lines.extend(decoder.finish())
-    given = json.loads(argv_file.read_text())
+    given = json.loads(argv_file.read_text().splitlines()[-1])
     return Ran(given, lines, decoder, proc.returncode)
 
 
-def exited(ran: Ran) -> AgentExited:
-    return AgentExited(attempt=1, exit_code=ran.exit_code, signal=None, tail=ran.tail)
-
-
-def ending(profile: Profile, ran: Ran) -> tuple[str, str | None]:
-    return profile.classify(
-        exited(ran), ran.stats, all_gates_green=False, transient=CONTRACT_TRANSIENT
+def exited(profile: Profile, ran: Ran) -> AgentExited:
+    """The AgentExited the run loop makes: with the profile's false-success verdict."""
+    return AgentExited(
+        attempt=1,
+        exit_code=ran.exit_code,
+        signal=None,
+        tail=ran.tail,
+        false_success=profile.false_success(ran.tail, ran.exit_code, ran.stats),
+        exit_meaning=profile.exit_meaning(ran.exit_code),
     )
+
+
+def ending(
+    profile: Profile,
+    ran: Ran,
+    *,
+    all_gates_green: bool = False,
+    transient: tuple[str, ...] = CONTRACT_TRANSIENT,
+) -> tuple[str, str | None]:
+    """How the run loop names the ending, and the false-success reason, if any."""
+    event = exited(profile, ran)
+    named = classify(
+        event, all_gates_green=all_gates_green, transient=profile.transient_patterns(transient)
+    )
+    return named, event.false_success
 
 
 # --- the registry and the commands ----------------------------------------------------------
@@ -102,37 +119,78 @@ def test_commands_are_the_contracts(name: str) -> None:
     profile = PROFILES[name]
     assert profile.start == DEFAULT_AGENT_COMMANDS[name]
     assert profile.resume == DEFAULT_RESUME_COMMANDS[name]
-    assert profile.argv(VALUES, stream=False) == expand_placeholders(profile.start, VALUES)
-    assert profile.argv(VALUES, resume=True, stream=False) == expand_placeholders(
-        profile.resume, VALUES
-    )
+    assert profile.argv(VALUES) == expand_placeholders(profile.start, VALUES)
+    assert profile.argv(VALUES, resume=True) == expand_placeholders(profile.resume, VALUES)
+    # The profile's own commands ask for its stream, where it has one.
+    assert profile.stream_on(profile.start) == (profile.decoder is not None)
+    assert profile.stream_on(profile.resume) == (profile.decoder is not None)
 
 
-def test_stream_args_go_after_the_command_words() -> None:
+def test_the_commands_carry_the_stream_flags() -> None:
     assert PROFILES["claude"].argv(VALUES) == (
-        "claude", "--output-format", "stream-json", "--verbose",
-        "-p", "Build the ledger", "--permission-mode", "acceptEdits",
+        "claude", "-p", "Build the ledger", "--permission-mode", "acceptEdits",
+        "--output-format", "stream-json", "--verbose",
     )  # fmt: skip
     assert PROFILES["claude"].argv(VALUES, resume=True) == (
-        "claude", "--output-format", "stream-json", "--verbose",
-        "-r", "SESSION-42", "-p", "Resume: episode 2", "--permission-mode", "acceptEdits",
+        "claude", "-r", "SESSION-42", "-p", "Resume: episode 2", "--permission-mode",
+        "acceptEdits", "--output-format", "stream-json", "--verbose",
     )  # fmt: skip
     assert PROFILES["codex"].argv(VALUES) == (
         "codex", "exec", "--json", "--sandbox", "workspace-write", "Build the ledger",
     )  # fmt: skip
+    # Options of `exec` go before its `resume` subcommand.
     assert PROFILES["codex"].argv(VALUES, resume=True) == (
-        "codex", "exec", "--json", "resume", "SESSION-42", "Resume: episode 2",
+        "codex", "exec", "--json", "--sandbox", "workspace-write", "resume", "SESSION-42",
+        "Resume: episode 2",
     )  # fmt: skip
-    assert PROFILES["gemini"].argv(VALUES, resume=True)[:5] == (
-        "gemini", "-o", "stream-json", "-r", "SESSION-42",
+    assert PROFILES["gemini"].argv(VALUES, resume=True) == (
+        "gemini", "-r", "SESSION-42", "-p", "Resume: episode 2", "--approval-mode", "auto_edit",
+        "-o", "stream-json",
     )  # fmt: skip
     assert PROFILES["opencode"].argv(VALUES, resume=True) == (
-        "opencode", "run", "--format", "json", "-s", "SESSION-42", "Resume: episode 2",
+        "opencode", "run", "--auto", "--format", "json", "-s", "SESSION-42", "Resume: episode 2",
     )  # fmt: skip
     assert PROFILES["aider"].argv(VALUES, resume=True) == (
         "aider", "--message-file", "/tmp/p/handoff.md", "--yes-always", "--no-stream",
         "--no-pretty", "--restore-chat-history",
     )  # fmt: skip
+
+
+def test_stream_on_reads_the_command_in_use() -> None:
+    claude, codex, gemini = PROFILES["claude"], PROFILES["codex"], PROFILES["gemini"]
+    assert not claude.stream_on(("claude", "-p", "{prompt}"))
+    assert not claude.stream_on(("claude", "-p", "{prompt}", "--output-format", "json"))
+    assert claude.stream_on(("claude", "--output-format=stream-json", "-p", "{prompt}"))
+    assert codex.stream_on(("codex", "exec", "--json", "{prompt}"))
+    assert not codex.stream_on(("codex", "exec", "{prompt}"))
+    assert gemini.stream_on(("gemini", "--output-format", "stream-json", "-p", "{prompt}"))
+    assert not PROFILES["aider"].stream_on(DEFAULT_AGENT_COMMANDS["aider"])
+
+
+def test_a_resume_without_a_session_id_takes_the_newest_session_here() -> None:
+    newest = {
+        name: PROFILES[name].resume_without_session(DEFAULT_RESUME_COMMANDS[name])
+        for name in CONTRACT_PROFILES
+    }
+    assert newest["claude"] == (
+        "claude", "-c", "-p", "{handoff}", "--permission-mode", "acceptEdits",
+        "--output-format", "stream-json", "--verbose",
+    )  # fmt: skip
+    assert newest["codex"] == (
+        "codex", "exec", "--json", "--sandbox", "workspace-write", "resume", "--last",
+        "{handoff}",
+    )  # fmt: skip
+    assert newest["gemini"] is not None and newest["gemini"][:3] == ("gemini", "-r", "latest")
+    assert newest["opencode"] == (
+        "opencode", "run", "--auto", "--format", "json", "-c", "{handoff}",
+    )  # fmt: skip
+    assert newest["aider"] is None  # no session id: its resume never names one
+    # A user's own resume keeps its other flags; the long forms are understood too.
+    assert PROFILES["claude"].resume_without_session(
+        ("claude", "--resume", "{session_id}", "--model", "opus", "-p", "{handoff}")
+    ) == ("claude", "--continue", "--model", "opus", "-p", "{handoff}")
+    # A session id used some other way cannot be dropped safely.
+    assert PROFILES["claude"].resume_without_session(("claude", "--x={session_id}")) is None
 
 
 def test_transient_patterns_extend_the_contracts() -> None:
@@ -192,19 +250,19 @@ def test_claude_usage_limit_with_exit_0_is_a_false_success(tmp_path: Path) -> No
     assert ran.argv[ran.argv.index("-r") + 1] == "SESSION-42"
     assert ran.exit_code == 0
     assert ran.stats.is_error
-    assert ran.stats.last_error == "Claude AI usage limit reached|1767225600"
+    assert ran.stats.last_error == "Claude AI usage limit reached|1767225600"  # the default
     assert "✗ error: Claude AI usage limit reached|1767225600" in ran.texts
     reason = claude.false_success(ran.tail, 0, ran.stats)
     assert reason is not None and "usage limit reached" in reason
     assert ending(claude, ran) == ("transient", reason)
     # The reset time it printed is read by the retry's parser, unchanged.
     now = datetime(2025, 12, 31, 20, 0, tzinfo=UTC)
-    assert parse_reset_time("\n".join(ran.tail), now=now) == datetime(2026, 1, 1, tzinfo=UTC)
+    evidence = exited(claude, ran).evidence()
+    assert parse_reset_time("\n".join(evidence), now=now) == datetime(2026, 1, 1, tzinfo=UTC)
     # Green gates still mean done: done is what the gates say.
-    done = claude.classify(
-        exited(ran), ran.stats, all_gates_green=True, transient=CONTRACT_TRANSIENT
-    )
-    assert done == ("done", None)
+    assert ending(claude, ran, all_gates_green=True) == ("done", reason)
+    # Said so, not "exit 0".
+    assert exited(claude, ran).describe() == reason
 
 
 @pytest.mark.parametrize("scenario", ["rate_limit", "overloaded"])
@@ -216,8 +274,7 @@ def test_claude_api_errors_are_transient(tmp_path: Path, scenario: str) -> None:
     assert ran.texts[-1].startswith("✗ error: API Error: ")
     assert ending(claude, ran) == ("transient", None)
     # The profile's own patterns suffice even when the contract lists none.
-    alone = claude.classify(exited(ran), ran.stats, all_gates_green=False, transient=())
-    assert alone == ("transient", None)
+    assert ending(claude, ran, transient=()) == ("transient", None)
 
 
 def test_codex_stream(tmp_path: Path) -> None:
@@ -242,7 +299,7 @@ def test_codex_stream(tmp_path: Path) -> None:
 def test_codex_usage_limit(tmp_path: Path) -> None:
     codex = PROFILES["codex"]
     ran = run_agent(codex, "usage_limit", tmp_path, resume=True)
-    assert ran.argv == ["exec", "--json", "resume", "SESSION-42", "Resume: episode 2"]
+    assert ran.argv[ran.argv.index("resume") :] == ["resume", "SESSION-42", "Resume: episode 2"]
     assert ran.exit_code == 1
     assert ran.stats.session_id == "0199a213-81c0-7800-8aa1-bbab2a035a53"
     assert ran.stats.is_error
@@ -283,6 +340,7 @@ def test_gemini_quota_and_exit_codes(tmp_path: Path) -> None:
     assert gemini.exit_meaning(turn_limit.exit_code) == "turn limit reached"
     assert turn_limit.stats.session_id == "c2a1e5d0-gemini-session"
     assert ending(gemini, turn_limit) == ("crash", None)
+    assert exited(gemini, turn_limit).describe() == "exit 53 (turn limit reached)"
 
 
 def test_aider_has_no_stream(tmp_path: Path) -> None:
@@ -321,7 +379,7 @@ def test_aider_litellm_rate_limit_error() -> None:
 def test_opencode_stream(tmp_path: Path) -> None:
     opencode = PROFILES["opencode"]
     ran = run_agent(opencode, "success", tmp_path)
-    assert ran.argv == ["run", "--format", "json", "--auto", "Build the ledger"]
+    assert ran.argv == ["run", "--auto", "--format", "json", "Build the ledger"]
     assert ran.texts == [
         "Let me look at the ledger.",
         "● Read src/a.py",

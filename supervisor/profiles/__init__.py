@@ -1,22 +1,21 @@
 """Agent profiles (SPEC 3 `profile`, SPEC 9): how each known agent is started and resumed, which
 messages mark a transient failure, how its JSON stream reads, and how a false success looks.
 
-The start and resume commands are the contract's (`contract.PROFILE_COMMANDS`), not restated.
-`stream_args` are the flags that make the agent print its JSON stream; they are not in the
-contract's commands, and `argv(..., stream=True)` puts them in after the command words.
+The start and resume commands are the contract's (`contract.PROFILE_COMMANDS`, with the stream
+flags in them), not restated here. A contract may override either; the stream is decoded when
+the command in use asks for it (`Profile.stream_on`), and a resume by `{session_id}` falls back
+to the agent's "newest session here" form when no id was seen (`Profile.resume_without_session`).
+Adding an agent: one module with its flags, patterns and `Dialect`, and one line in `PROFILES`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from supervisor.contract import DEFAULT_AGENT_COMMANDS, DEFAULT_RESUME_COMMANDS, expand_placeholders
-from supervisor.events import AgentExited, Ending
 from supervisor.profiles import aider, claude, codex, gemini, opencode
 from supervisor.profiles.stream import DecodedStats, Dialect, DisplayLine, StreamDecoder
-from supervisor.retry import classify
 
 __all__ = [
     "PROFILES",
@@ -31,6 +30,8 @@ __all__ = [
 FalseSuccess = Callable[[Sequence[str], int | None, DecodedStats], str | None]
 """(output tail, exit code, decoded stats) -> why an exit 0 is really a failure, or None."""
 
+Args = tuple[str, ...]
+
 
 def _no_false_success(
     tail: Sequence[str], exit_code: int | None, decoded: DecodedStats
@@ -43,15 +44,16 @@ class Profile:
     """One agent paella-tui knows: commands, limits, stream and exit codes."""
 
     name: str
-    start: tuple[str, ...]
+    start: Args
     """The start argv template (placeholders as in `contract.expand_placeholders`)."""
-    resume: tuple[str, ...]
+    resume: Args
     """The resume argv template; uses `{session_id}` where the agent resumes by id."""
-    command_words: int
-    """How many leading words name the command (`codex exec` is 2): stream args go after them."""
-    stream_args: tuple[str, ...] = ()
-    """Flags that turn on the agent's JSON-lines stream (empty: the agent has none)."""
-    transient: tuple[str, ...] = ()
+    stream_flags: tuple[Args, ...] = ()
+    """Runs of arguments that turn on the agent's JSON-lines stream (any one of them)."""
+    newest_session: tuple[tuple[Args, Args], ...] = ()
+    """(resume by id, resume the newest session here) argument pairs, e.g. `-r {session_id}`
+    and `-c`: how a resume reads when no session id was seen."""
+    transient: Args = ()
     """Case-insensitive patterns marking a transient failure, added to the contract's."""
     decoder: Callable[[], StreamDecoder] | None = None
     """A fresh decoder for one attempt's output, or None when the output is plain text."""
@@ -59,17 +61,31 @@ class Profile:
     exit_code_meanings: Mapping[int, str] = field(default_factory=dict)
     """What the agent's own non-zero exit codes mean."""
 
-    def argv(
-        self, values: Mapping[str, object], *, resume: bool = False, stream: bool = True
-    ) -> tuple[str, ...]:
-        """The command to run, placeholders expanded; with `stream`, the stream flags put in."""
-        template = self.resume if resume else self.start
-        if stream and self.stream_args:
-            k = self.command_words
-            template = (*template[:k], *self.stream_args, *template[k:])
-        return expand_placeholders(template, values)
+    def argv(self, values: Mapping[str, object], *, resume: bool = False) -> Args:
+        """The profile's own start (or resume) command, placeholders expanded."""
+        return expand_placeholders(self.resume if resume else self.start, values)
 
-    def transient_patterns(self, contract_patterns: Sequence[str]) -> tuple[str, ...]:
+    def stream_on(self, template: Sequence[str]) -> bool:
+        """Whether `template` (a contract's agent or resume) asks for the JSON stream."""
+        if self.decoder is None:
+            return False
+        words = _split_equals(template)
+        return any(_find_run(words, flags) is not None for flags in self.stream_flags)
+
+    def resume_without_session(self, template: Sequence[str]) -> Args | None:
+        """`template` resuming the newest session here instead of `{session_id}`; None when the
+        template names the session some other way (or the agent has no such form)."""
+        words = tuple(template)
+        for by_id, newest in self.newest_session:
+            at = _find_run(words, by_id)
+            if at is None:
+                continue
+            result = (*words[:at], *newest, *words[at + len(by_id) :])
+            if not any("{session_id}" in word for word in result):
+                return result
+        return None
+
+    def transient_patterns(self, contract_patterns: Sequence[str]) -> Args:
         """The contract's patterns, then this profile's, without duplicates (case-insensitive)."""
         seen: set[str] = set()
         merged: list[str] = []
@@ -87,34 +103,28 @@ class Profile:
         """The agent's own name for an exit code, if it has one."""
         return None if exit_code is None else self.exit_code_meanings.get(exit_code)
 
-    def classify(
-        self,
-        exited: AgentExited,
-        decoded: DecodedStats,
-        *,
-        all_gates_green: bool,
-        transient: Sequence[str],
-    ) -> tuple[Ending, str | None]:
-        """`retry.classify` with this profile's patterns, seeing through a false success.
 
-        Done is still what the gates say; but an exit 0 the profile calls a false success is
-        judged as a failed exit (transient when a pattern matches) instead of claimed-done.
-        Returns the ending and the false-success reason, if any.
-        """
-        patterns = self.transient_patterns(transient)
-        ending = classify(exited, all_gates_green=all_gates_green, transient=patterns)
-        if ending != "claimed-done":
-            return ending, None
-        reason = self.false_success(exited.tail, exited.exit_code, decoded)
-        if reason is None:
-            return ending, None
-        failed = dataclasses.replace(exited, exit_code=1, tail=(*exited.tail, reason))
-        return classify(failed, all_gates_green=False, transient=patterns), reason
+def _split_equals(words: Sequence[str]) -> Args:
+    """`--format=json` read as `--format json`."""
+    out: list[str] = []
+    for word in words:
+        if word.startswith("-") and "=" in word:
+            out.extend(word.split("=", 1))
+        else:
+            out.append(word)
+    return tuple(out)
 
 
-def _profile(
-    name: str, module: object, command_words: int, dialect: type[Dialect] | None
-) -> Profile:
+def _find_run(words: Sequence[str], run: Sequence[str]) -> int | None:
+    """Where `run` starts as consecutive items of `words`, or None."""
+    n = len(run)
+    for i in range(len(words) - n + 1):
+        if tuple(words[i : i + n]) == tuple(run):
+            return i
+    return None
+
+
+def _profile(name: str, module: object, dialect: type[Dialect] | None) -> Profile:
     def make() -> StreamDecoder:
         assert dialect is not None
         return StreamDecoder(dialect())
@@ -123,8 +133,8 @@ def _profile(
         name=name,
         start=DEFAULT_AGENT_COMMANDS[name],
         resume=DEFAULT_RESUME_COMMANDS[name],
-        command_words=command_words,
-        stream_args=getattr(module, "STREAM_ARGS", ()),
+        stream_flags=getattr(module, "STREAM_FLAGS", ()),
+        newest_session=getattr(module, "NEWEST_SESSION", ()),
         transient=getattr(module, "TRANSIENT", ()),
         decoder=make if dialect is not None else None,
         false_success=getattr(module, "false_success", _no_false_success),
@@ -133,11 +143,11 @@ def _profile(
 
 
 PROFILES: dict[str, Profile] = {
-    "claude": _profile("claude", claude, 1, claude.ClaudeDialect),
-    "codex": _profile("codex", codex, 2, codex.CodexDialect),
-    "gemini": _profile("gemini", gemini, 1, gemini.GeminiDialect),
-    "aider": _profile("aider", aider, 1, None),
-    "opencode": _profile("opencode", opencode, 2, opencode.OpencodeDialect),
+    "claude": _profile("claude", claude, claude.ClaudeDialect),
+    "codex": _profile("codex", codex, codex.CodexDialect),
+    "gemini": _profile("gemini", gemini, gemini.GeminiDialect),
+    "aider": _profile("aider", aider, None),
+    "opencode": _profile("opencode", opencode, opencode.OpencodeDialect),
 }
 """Every known profile by name (the names of `contract.PROFILES`)."""
 

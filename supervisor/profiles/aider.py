@@ -1,4 +1,4 @@
-"""aider: plain text, no stream; it can exit 0 after a failed API call (a false success)."""
+"""aider: plain text, no stream, no session id; it can exit 0 after a failed API call (a false success)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from supervisor.profiles.stream import DecodedStats, one_line
 
-STREAM_ARGS: tuple[str, ...] = ()
 TRANSIENT = ("rate limited you", "servers are down or overloaded", "litellm.RateLimitError")
 
 

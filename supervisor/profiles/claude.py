@@ -24,7 +24,13 @@ from supervisor.profiles.stream import (
     text_lines,
 )
 
-STREAM_ARGS = ("--output-format", "stream-json", "--verbose")
+STREAM_FLAGS = (("--output-format", "stream-json"),)
+"""Any of these runs of arguments in the command turns the JSON stream on."""
+NEWEST_SESSION = (
+    (("-r", "{session_id}"), ("-c",)),
+    (("--resume", "{session_id}"), ("--continue",)),
+)
+"""(by id, newest in this folder): how a resume by session id reads without one."""
 TRANSIENT = ("rate_limit_error", "overloaded_error", "API Error: 529", "limit reached")
 
 

@@ -22,7 +22,10 @@ from supervisor.profiles.stream import (
     text_lines,
 )
 
-STREAM_ARGS = ("--json",)
+STREAM_FLAGS = (("--json",), ("--experimental-json",))
+"""Any of these runs of arguments in the command turns the JSON stream on."""
+NEWEST_SESSION = ((("resume", "{session_id}"), ("resume", "--last")),)
+"""(by id, newest): how a resume by session id reads without one."""
 TRANSIENT = ("Too Many Requests", "exceeded retry limit", "usage_limit_reached")
 
 _CHANGE_VERBS = {"add": "Add", "delete": "Delete", "update": "Edit"}

@@ -21,7 +21,13 @@ from supervisor.profiles.stream import (
     text_lines,
 )
 
-STREAM_ARGS = ("-o", "stream-json")
+STREAM_FLAGS = (("-o", "stream-json"), ("--output-format", "stream-json"))
+"""Any of these runs of arguments in the command turns the JSON stream on."""
+NEWEST_SESSION = (
+    (("-r", "{session_id}"), ("-r", "latest")),
+    (("--resume", "{session_id}"), ("--resume", "latest")),
+)
+"""(by id, newest in this project): how a resume by session id reads without one."""
 TRANSIENT = ("RESOURCE_EXHAUSTED", "quota exceeded", "exhausted your", "UNAVAILABLE")
 EXIT_CODES = {
     41: "authentication failed",

@@ -20,7 +20,13 @@ from supervisor.profiles.stream import (
     text_lines,
 )
 
-STREAM_ARGS = ("--format", "json")
+STREAM_FLAGS = (("--format", "json"),)
+"""Any of these runs of arguments in the command turns the JSON stream on."""
+NEWEST_SESSION = (
+    (("-s", "{session_id}"), ("-c",)),
+    (("--session", "{session_id}"), ("--continue",)),
+)
+"""(by id, newest): how a resume by session id reads without one."""
 TRANSIENT = ("Too Many Requests", "Rate Limited", "Provider is overloaded")
 
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from supervisor.events import Usage
+
 MAX_LINE_BYTES = 8 * 1024**2
 """A line longer than this is cut and shown as plain text (a JSON record is never this big)."""
 
@@ -50,6 +52,15 @@ class DecodedStats:
     """The last error message the stream carried."""
     records: int = 0
     """JSON records decoded."""
+
+    def usage(self) -> Usage:
+        """Turns, tokens and cost so far, as the ledger and the header keep them."""
+        return Usage(
+            turns=self.turns,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cost_usd=self.cost_usd,
+        )
 
     def add_usage(self, input_tokens: object, output_tokens: object) -> None:
         """Add token counts, ignoring anything that is not a number."""

@@ -52,8 +52,8 @@ run(
         "usage_limit": (
             [
                 INIT,
-                assistant({"type": "text", "text": "Claude AI usage limit reached|1767225600"}),
-                result(True, "Claude AI usage limit reached|1767225600", 1, 0.0, 10, 0),
+                assistant({"type": "text", "text": "Claude AI usage limit reached|{reset_epoch}"}),
+                result(True, "Claude AI usage limit reached|{reset_epoch}", 1, 0.0, 10, 0),
             ],
             0,
         ),
