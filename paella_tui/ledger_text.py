@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from supervisor.events import AgentExited, Usage
+
 _SKIP_FIELDS = {"t", "kind"}
 
 
@@ -43,10 +45,31 @@ def describe(record: dict[str, Any]) -> str:
         return f"rollback to {r.get('target')} done: {r.get('changed_files', 0)} path(s) restored"
     if kind == "rollback-failed":
         return f"ROLLBACK FAILED at {r.get('step')}: {r.get('error')} (state before: {r.get('salvage_ref')})"
+    if kind == "agent-exited":
+        return _agent_exited(r)
+    if kind == "agent-session":
+        return f"agent session {r.get('session_id')} (attempt {r.get('attempt')})"
     if kind == "drift":
         return f"⚠ drift {r.get('drift')}: {r.get('message', '')}"
     fields = ", ".join(f"{k}={_short(v)}" for k, v in r.items() if k not in _SKIP_FIELDS)
     return f"{kind} {fields}".strip()
+
+
+def _agent_exited(r: dict[str, Any]) -> str:
+    exited = AgentExited(
+        attempt=int(r.get("attempt") or 0),
+        exit_code=r.get("exit_code"),
+        signal=r.get("signal"),
+        false_success=r.get("false_success"),
+        exit_meaning=r.get("exit_meaning"),
+    )
+    how = "stopped by you" if r.get("stopped_by_user") else exited.describe()
+    line = f"agent attempt {exited.attempt} ended: {how}"
+    if r.get("usage"):
+        line += f"; it reported {Usage.from_record(r['usage']).describe()}"
+    if r.get("leftovers"):
+        line += f"; {len(r['leftovers'])} leftover process(es) stopped"
+    return line
 
 
 def timestamped(record: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from supervisor.checkpoints import SnapshotRecord
 from supervisor.contract import Contract
 from supervisor.durations import format_duration
 from supervisor.errors import UsageError
-from supervisor.events import RED, AgentExited, GateResult, GateStatus
+from supervisor.events import RED, AgentExited, GateResult, GateStatus, Usage
 from supervisor.files import write_atomic
 from supervisor.run_view import RunView
 
@@ -80,8 +80,10 @@ class HandoffInputs:
     """Files changed since the base (or the run start): path, lines added, lines removed."""
     attempt: int | None = None
     """The number of the attempt that ended last."""
-    tokens: int | None = None
-    cost_usd: float | None = None
+    usage: Usage | None = None
+    """Turns, tokens and cost the agent's stream reported over the run, when it reports them."""
+    session_id: str | None = None
+    """The agent's own session id, when its stream reported one (a resume continues it)."""
 
 
 # --- budgets ---------------------------------------------------------------------------------
@@ -413,13 +415,10 @@ def _drift(inputs: HandoffInputs, limits: _Limits) -> list[str]:
 def _last_attempt(inputs: HandoffInputs, limits: _Limits) -> list[str]:
     lines = ["## How the last attempt ended", ""]
     lines.append(f"{inputs.ending}." if inputs.ending else "No attempt has ended yet.")
-    usage = []
-    if inputs.tokens is not None:
-        usage.append(f"{inputs.tokens:,} tokens")
-    if inputs.cost_usd is not None:
-        usage.append(f"${inputs.cost_usd:,.2f}")
-    if usage:
-        lines.append(f"Used so far: {', '.join(usage)}.")
+    if inputs.usage is not None and not inputs.usage.empty:
+        lines.append(f"The agent reported, over every attempt: {inputs.usage.describe()}.")
+    if inputs.session_id:
+        lines.append(f"Its session: {inputs.session_id}.")
     kept = _last_lines(
         inputs.last_output,
         count=limits.output_lines,
@@ -589,7 +588,11 @@ def _ending_from_ledger(view: RunView) -> tuple[str | None, tuple[str, ...], int
     end = exited[-1]
     attempt = end.get("attempt", attempt)
     event = AgentExited(
-        attempt=int(attempt or 0), exit_code=end.get("exit_code"), signal=end.get("signal")
+        attempt=int(attempt or 0),
+        exit_code=end.get("exit_code"),
+        signal=end.get("signal"),
+        false_success=end.get("false_success"),
+        exit_meaning=end.get("exit_meaning"),
     )
     how = "stopped by you" if end.get("stopped_by_user") else event.describe()
     began = [r for r in started if r.get("attempt") == attempt]
@@ -678,6 +681,8 @@ def handoff_inputs_from_view(
         agent_log=str(view.run.dir / "agent.log"),
         changes=tuple(changes),
         attempt=attempt if isinstance(attempt, int) else None,
+        usage=view.usage(),
+        session_id=view.session_id(),
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from paella_tui.commands.context import Context
 from paella_tui.ledger_text import timestamped
+from supervisor.events import Usage
 from supervisor.run_view import RunView
 
 _GATE_MARK = {
@@ -38,6 +39,10 @@ def _text(status: dict[str, Any]) -> str:
         else:
             alive = "not running (no end was recorded)"
         lines.append(f"agent: pid {agent['pid']}, attempt {agent['attempt']}, {alive}")
+    if agent.get("usage"):
+        lines.append(f"agent reported: {Usage.from_record(agent['usage']).describe()}")
+    if agent.get("session_id"):
+        lines.append(f"agent session: {agent['session_id']}")
     sup = status.get("supervisor") or {}
     if status["state"] == "dead" and sup.get("pid"):
         alive = "still runs, unsupervised" if agent["alive"] else "is gone too"

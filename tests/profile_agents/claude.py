@@ -49,6 +49,8 @@ run(
             ],
             0,
         ),
+        # It fails before its stream starts: no record, so no session id.
+        "no_session": (['API Error: 529 {"type":"error","error":{"type":"overloaded_error"}}'], 1),
         "usage_limit": (
             [
                 INIT,
