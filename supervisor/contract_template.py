@@ -1,19 +1,30 @@
 """The commented `paella.toml` that `paella init` writes, with gates detected from the repository.
 
 Values are serialised with tomli-w so they are always quoted correctly; the comments around them
-explain each key. The result always loads with `parse_contract` without problems.
+explain each key (for a profile: what its permission flag allows, what its JSON stream gives
+paella, and how it resumes). Prose comments fit in 88 characters; a command stays on one line
+however long. The result always loads with `parse_contract` without problems.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 import tomli_w
 
-from supervisor.contract import PROFILE_COMMANDS, PROFILES, check_gate_name, split_command
+from supervisor.contract import (
+    PLACEHOLDERS,
+    PROFILE_COMMANDS,
+    PROFILES,
+    check_gate_name,
+    split_command,
+)
+from supervisor.profiles import PROFILES as AGENT_PROFILES
 
 NPM_PLACEHOLDER_TEST = 'echo "Error: no test specified" && exit 1'
 """The `scripts.test` that `npm init` writes: not a test command."""
@@ -23,6 +34,9 @@ UNDETECTED_GATE = (
     """sh -c 'echo "edit paella.toml: no test command was detected" >&2; exit 1'""",
 )
 """The gate written when none was detected or given: valid, but red until the user edits it."""
+
+WIDTH = 88
+"""The longest prose comment line (commands are never broken)."""
 
 _PERMISSIONS = {
     "claude": (
@@ -43,10 +57,22 @@ _PERMISSIONS = {
         "commands it suggests). aider reads the task from {prompt_file}.",
     ),
     "opencode": (
-        "--auto approves opencode's permission requests without asking: check",
-        "`opencode run --help` for what your version allows.",
+        "--auto approves every permission request opencode would ask about (edits, shell",
+        'commands); what your opencode.json sets to "deny" is still refused.',
     ),
 }
+"""What each profile's permission flag allows, as comment lines (each within WIDTH)."""
+
+_STREAM_FLAGS = {
+    "claude": "--output-format stream-json --verbose",
+    "codex": "--json",
+    "gemini": "-o stream-json",
+    "opencode": "--format json",
+}
+"""The flags in each profile's start and resume commands that turn its JSON stream on; aider
+has none. (Claude Code refuses stream-json in print mode without --verbose, hence both.)"""
+
+_PLACEHOLDER_WORD = re.compile(r"\{(?:" + "|".join(sorted(PLACEHOLDERS)) + r")\}")
 
 _MAKE_TEST_TARGET = re.compile(r"^(?:[^\s:#=]+[ \t]+)*test(?:[ \t]+[^\s:#=]+)*[ \t]*:(?!=)", re.M)
 
@@ -129,17 +155,85 @@ def _comment(*lines: str) -> str:
     return "".join(f"# {line}\n" if line else "#\n" for line in lines)
 
 
+def _wrap(text: str, *, keep: Sequence[str] = ()) -> list[str]:
+    """`text` as comment lines within WIDTH, never breaking inside one of the `keep` phrases."""
+    # textwrap breaks only at ASCII whitespace, so a no-break space holds a phrase together.
+    for phrase in keep:
+        text = text.replace(phrase, phrase.replace(" ", "\xa0"))
+    lines = textwrap.wrap(text, width=WIDTH - 2, break_long_words=False, break_on_hyphens=False)
+    return [line.replace("\xa0", " ") for line in lines]
+
+
+def _shell_words(argv: Sequence[str]) -> list[str]:
+    """`argv` quoted the way a shell would need, except that a bare placeholder stays bare:
+    `{handoff}` splits to itself, and it reads like the commands in the keys around it."""
+    return [word if _PLACEHOLDER_WORD.fullmatch(word) else shlex.quote(word) for word in argv]
+
+
+def _command_line(argv: Sequence[str]) -> str:
+    """A command to show in a comment, indented, on one line (it is copied, not read)."""
+    return "  " + " ".join(_shell_words(argv))
+
+
 def _key(key: str, value: object, *, commented: bool = False) -> str:
-    """One `key = value` line serialised by tomli-w (a short array of strings kept on one line)."""
+    """One `key = value` line serialised by tomli-w (a short array of strings kept on one line).
+
+    A long command stays on one line: a TOML line continuation would read back the same, but
+    it is one more thing to get wrong when editing the file by hand.
+    """
+    width = WIDTH - len("# ") if commented else WIDTH
     text = tomli_w.dumps({key: value})
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         items = ", ".join(tomli_w.dumps({"_": item}).removeprefix("_ = ").strip() for item in value)
         line = f"{key} = [{items}]\n"
-        if len(line) <= 88:
+        if len(line) - 1 <= width:
             text = line
     if commented:
         text = "".join(f"# {line}\n" for line in text.splitlines())
     return text
+
+
+def _stream_note(profile: str) -> list[str]:
+    """Comment lines: which flags turn the profile's JSON stream on, and what paella does
+    with it."""
+    flags = _STREAM_FLAGS.get(profile)
+    if flags is None:
+        return _wrap(
+            f"{profile} has no JSON stream: the log view shows its output as plain text, and no"
+            " session id, turns, tokens or cost are read from it."
+        )
+    return _wrap(
+        f"With {flags} the agent writes a JSON stream that paella decodes: the log view"
+        " shows the messages, tool calls, edits and errors, and the session id, turns, tokens"
+        " and cost are read from it (agent.log keeps the raw bytes). Without the stream the"
+        " log is raw text and no session id is captured for resume.",
+        keep=(flags,),
+    )
+
+
+def _resume_note(profile: str, resume: Sequence[str]) -> list[str]:
+    """Comment lines: how the profile's resume finds the session to continue, and the exact
+    command paella uses instead while no session id has been seen."""
+    lead = "The command that continues after a death, given the handoff."
+    if not any("{session_id}" in word for word in resume):
+        return _wrap(
+            f"{lead} {profile} has no session id: its resume restores the chat history it"
+            " keeps in this folder, and reads the handoff from {handoff_file}."
+        )
+    newest = AGENT_PROFILES[profile].resume_without_session(resume)
+    if newest is None:
+        return _wrap(
+            f"{lead} {{session_id}} is the id the agent's JSON stream reported; until one is"
+            " seen, paella starts the agent again with the handoff instead."
+        )
+    return [
+        *_wrap(
+            f"{lead} {{session_id}} is the id the agent's JSON stream reported; until one is"
+            " seen (the agent died before saying it), paella resumes the newest session in"
+            " this folder instead:"
+        ),
+        _command_line(newest),
+    ]
 
 
 def _run_table(root: Path, agent: str | None) -> str:
@@ -162,13 +256,13 @@ def _run_table(root: Path, agent: str | None) -> str:
                 "The command that starts the agent headless. Placeholders, each replacing a",
                 "whole argument: {prompt} {prompt_file} {handoff} {handoff_file} {attempt}",
                 "{run_id} {session_id}. Write {{ and }} for literal braces.",
+                "",
                 *_PERMISSIONS[profile],
+                "",
+                *_stream_note(profile),
             ),
             _key("agent", start),
-            _comment(
-                "The command that continues after a death, given the handoff: {session_id} is",
-                "the agent's own session id, where the profile captured one.",
-            ),
+            _comment(*_resume_note(profile, split_command(resume, placeholders=True))),
             _key("resume", resume),
         ]
     else:

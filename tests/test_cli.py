@@ -4,6 +4,7 @@ script in subprocesses."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 import subprocess
@@ -344,3 +345,30 @@ def test_env_secrets_never_reach_the_state(repo: Path, paella) -> None:
     for path in state_dir(repo).rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_init_agent_writes_a_profile_contract_that_check_accepts(
+    repo: Path, tmp_path: Path, paella
+) -> None:
+    # `paella check` wants the agent on PATH; a stand-in named gemini is enough to find.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gemini").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "gemini").chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+    ok(paella(repo, "init", "--agent", "gemini", env=env))
+
+    text = (repo / "paella.toml").read_text()
+    assert 'profile = "gemini"' in text
+    assert "--approval-mode auto_edit approves file edits without asking" in text
+    assert "#   gemini -r latest -p {handoff} --approval-mode auto_edit -o stream-json\n" in text
+    checked = ok(paella(repo, "check", env=env))
+    assert "with profile gemini" in checked.stdout
+    assert "-o stream-json" in checked.stdout
+    assert "ready" in checked.stdout
+
+    again = paella(repo, "init", "--agent", "claude", env=env)
+    assert again.returncode == 2
+    assert "never overwrites" in again.stderr
+    assert (repo / "paella.toml").read_text() == text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -16,14 +17,17 @@ from supervisor.contract import (
     PROFILES,
     Contract,
     load_contract,
+    parse_contract,
 )
 from supervisor.contract_template import (
     NPM_PLACEHOLDER_TEST,
     UNDETECTED_GATE,
+    WIDTH,
     detect_gates,
     parse_gate_option,
     render_contract,
 )
+from supervisor.profiles import PROFILES as AGENT_PROFILES
 
 
 def repo(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -42,6 +46,39 @@ def load_rendered(root: Path, text: str) -> Contract:
     path = root / CONTRACT_FILE
     path.write_text(text, encoding="utf-8")
     return load_contract(path)
+
+
+def comment_prose(text: str) -> str:
+    """The comments of `text` as one line of words, so a phrase matches across line breaks."""
+    return " ".join(
+        line.removeprefix("#").strip() for line in text.splitlines() if line.startswith("#")
+    )
+
+
+def long_lines(text: str) -> list[str]:
+    """The prose comment lines of `text` longer than the file's limit (a command, in a key or
+    shown indented in a comment, stays on one line however long)."""
+    return [
+        line
+        for line in text.splitlines()
+        if len(line) > WIDTH
+        and line.startswith("# ")
+        and not line.startswith("#   ")
+        and not re.match(r"# \w+ = ", line)  # a commented-out key
+    ]
+
+
+def command_shown_after(text: str, ending: str) -> tuple[str, ...]:
+    """The command a comment shows, indented, on the line(s) after the comment line ending with
+    `ending`, split the way a shell would."""
+    lines = text.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("#") and line.endswith(ending)]
+    shown: list[str] = []
+    for line in lines[at + 1 :]:
+        if not line.startswith("#   "):
+            break
+        shown.append(line.removeprefix("#").strip().removesuffix("\\"))
+    return tuple(shlex.split(" ".join(shown)))
 
 
 # --- detection ------------------------------------------------------------------------------
@@ -150,6 +187,141 @@ def test_each_profile_renders_a_contract_that_loads(tmp_path: Path, profile: str
     assert [(g.name, g.cmd) for g in contract.gates] == [("tests", "pytest -q")]
     assert [(e.name, e.gates) for e in contract.episodes] == [("done", ("tests",))]
     assert contract.protected_globs() == ("paella.toml",)
+
+
+STREAM_AGENTS = ("claude", "codex", "gemini", "opencode")
+STREAM_FLAGS = {
+    "claude": ("--output-format", "stream-json", "--verbose"),
+    "codex": ("--json",),
+    "gemini": ("-o", "stream-json"),
+    "opencode": ("--format", "json"),
+}
+PERMISSIONS = {
+    "claude": ("--permission-mode acceptEdits", "lets Claude Code edit files without asking"),
+    "codex": ("--sandbox workspace-write", "lets Codex edit files and run commands inside this"),
+    "gemini": ("--approval-mode auto_edit", "approves file edits without asking"),
+    "aider": ("--yes-always", "answers yes to every question aider asks"),
+    "opencode": ("--auto", "approves every permission request opencode would ask about"),
+}
+NEWEST_SESSION_NOTE = "paella resumes the newest session in this folder instead:"
+
+
+def is_run_of(needle: tuple[str, ...], words: tuple[str, ...]) -> bool:
+    """Whether `needle` occurs as consecutive items of `words`."""
+    n = len(needle)
+    return any(words[i : i + n] == needle for i in range(len(words) - n + 1))
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_init_agent_writes_the_profile_commands_within_the_line_limit(
+    tmp_path: Path, name: str
+) -> None:
+    text = render_contract(tmp_path, agent=name)
+    run = parse_contract(text, tmp_path / CONTRACT_FILE, default_name="project").run
+    profile = AGENT_PROFILES[name]
+
+    assert run.profile == name
+    assert (run.agent, run.resume) == (profile.start, profile.resume)
+    assert run.resume is not None
+    streams = name in STREAM_AGENTS
+    assert profile.stream_on(run.agent) is streams
+    assert profile.stream_on(run.resume) is streams
+    assert long_lines(text) == []
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_init_agent_says_what_the_permission_flag_allows(tmp_path: Path, name: str) -> None:
+    text = render_contract(tmp_path, agent=name)
+    flag, allows = PERMISSIONS[name]
+
+    assert is_run_of(tuple(flag.split()), AGENT_PROFILES[name].start)
+    assert f"\n# {flag} " in text, "the comment starts with the flag it explains"
+    assert f"{flag} {allows}" in comment_prose(text)
+
+
+@pytest.mark.parametrize("name", STREAM_AGENTS)
+def test_init_agent_names_the_stream_flags_and_what_they_give(tmp_path: Path, name: str) -> None:
+    text = render_contract(tmp_path, agent=name)
+    prose = comment_prose(text)
+    flags = STREAM_FLAGS[name]
+    profile = AGENT_PROFILES[name]
+
+    assert f"With {shlex.join(flags)} the agent writes a JSON stream that paella decodes" in prose
+    for told in [
+        "the log view shows the messages, tool calls, edits and errors",
+        "the session id, turns, tokens and cost are read from it",
+        "agent.log keeps the raw bytes",
+        "Without the stream the log is raw text and no session id is captured for resume",
+    ]:
+        assert told in prose, told
+    # The named flags are the ones that matter: without them the command has no stream.
+    for command in (profile.start, profile.resume):
+        assert is_run_of(flags, command)
+        at = next(i for i in range(len(command)) if command[i : i + len(flags)] == flags)
+        assert not profile.stream_on(command[:at] + command[at + len(flags) :])
+
+
+def test_aider_is_said_to_have_no_stream(tmp_path: Path) -> None:
+    prose = comment_prose(render_contract(tmp_path, agent="aider"))
+    assert "aider has no JSON stream: the log view shows its output as plain text" in prose
+
+
+@pytest.mark.parametrize("name", STREAM_AGENTS)
+def test_init_agent_shows_the_resume_used_until_a_session_id_is_seen(
+    tmp_path: Path, name: str
+) -> None:
+    text = render_contract(tmp_path, agent=name)
+    profile = AGENT_PROFILES[name]
+    newest = profile.resume_without_session(profile.resume)
+
+    assert "{session_id}" in profile.resume
+    assert "{session_id} is the id the agent's JSON stream reported" in comment_prose(text)
+    assert newest is not None
+    assert command_shown_after(text, NEWEST_SESSION_NOTE) == newest
+    assert not any("{session_id}" in word for word in newest)
+
+
+def test_the_claude_fallback_is_shown_in_full_on_one_line(tmp_path: Path) -> None:
+    text = render_contract(tmp_path, agent="claude")
+    assert (
+        f"# {NEWEST_SESSION_NOTE}\n"
+        "#   claude -c -p {handoff} --permission-mode acceptEdits"
+        " --output-format stream-json --verbose\n"
+        'resume = "claude -r {session_id} -p {handoff}'
+    ) in text
+
+
+def test_aider_resume_restores_the_chat_history_and_names_no_session(tmp_path: Path) -> None:
+    text = render_contract(tmp_path, agent="aider")
+    prose = comment_prose(text)
+    resume = AGENT_PROFILES["aider"].resume
+
+    assert "aider has no session id: its resume restores the chat history" in prose
+    assert "--restore-chat-history" in resume
+    assert not any("{session_id}" in word for word in resume)
+    assert AGENT_PROFILES["aider"].resume_without_session(resume) is None
+    assert NEWEST_SESSION_NOTE not in prose
+
+
+@pytest.mark.parametrize("commented", [False, True], ids=["agent", "commented-resume"])
+def test_a_long_command_stays_on_one_line_and_reads_back_the_same(
+    tmp_path: Path, commented: bool
+) -> None:
+    command = (
+        "my-agent --task {prompt} --note 'two  spaces kept' --path 'C:\\work\\repo' "
+        '--json \'{{"quote": "\\"x\\""}}\' --model some-very-long-model-name-2025 --verbose '
+        "--session-dir /home/someone/a/rather/deep/folder/for/sessions"
+    )
+    text = render_contract(tmp_path, agent=command)
+    if commented:
+        # Uncomment the resume key the way a user would.
+        text = text.replace("\n# resume = ", "\nresume = ")
+    run = parse_contract(text, tmp_path / CONTRACT_FILE, default_name="x").run
+
+    assert len(command) > WIDTH
+    assert run.agent == tuple(shlex.split(command))
+    assert run.resume == (run.agent if commented else None)
+    assert long_lines(text) == []
 
 
 def test_default_agent_is_the_claude_profile(tmp_path: Path) -> None:
