@@ -101,6 +101,7 @@ class MainScreen(Screen[None]):
         header.retry_at = board.retry_at
         header.done_gates = board.done_gates
         header.detail = board.detail
+        header.usage = board.usage
         self._episodes.episodes = board.episode_rows()
         self._gates.gates = board.gate_rows()
         checkpoints = self._checkpoints

@@ -19,6 +19,7 @@ from supervisor.events import (
     GREEN,
     RED,
     AgentExited,
+    AgentSession,
     AgentStarted,
     AgentStats,
     CheckpointTaken,
@@ -34,6 +35,7 @@ from supervisor.events import (
     RolledBack,
     RunDone,
     RunStopped,
+    Usage,
     WatchPaused,
 )
 from supervisor.run_view import RunView
@@ -94,6 +96,10 @@ class RunBoard:
     """A short note for the header: how the agent ended, why the run stopped."""
     facts: RecoveryFacts | None = None
     handoff_path: str | None = None
+    usage_before: Usage | None = None
+    """What the agent's stream reported in the attempts that ended (None: no stream reported)."""
+    session_id: str | None = None
+    """The agent's own session id, as its stream last named it."""
     version: int = 0
     """Bumped by every change (the screen redraws only when it moved)."""
 
@@ -101,6 +107,14 @@ class RunBoard:
     def name(self) -> str:
         """The run's name, from the contract."""
         return self.contract.run.name
+
+    @property
+    def usage(self) -> Usage | None:
+        """Turns, tokens and cost over every attempt, the live one included (None: no stream
+        ever reported any)."""
+        live = self.stats.usage if self.stats is not None else None
+        known = [u for u in (self.usage_before, live) if u is not None]
+        return sum(known, Usage()) if known else None
 
     # --- folding --------------------------------------------------------------------------
 
@@ -122,9 +136,14 @@ class RunBoard:
             if event.attempt == self.attempt:
                 self.stats = event
                 self.cpu_history.append(event.cpu_percent)
+        elif isinstance(event, AgentSession):
+            self.session_id = event.session_id
         elif isinstance(event, AgentExited):
             self.pid = None
+            # The attempt's final count replaces its live samples (stats go with them).
             self.stats = None
+            if event.usage is not None:
+                self.usage_before = (self.usage_before or Usage()) + event.usage
             who = " (stopped by you)" if event.stopped_by_user else ""
             self.detail = f"attempt {event.attempt} ended: {event.describe()}{who}"
             if self.state not in ("stopping", "done"):
@@ -219,6 +238,11 @@ class RunBoard:
                 gate.finished_at = ledger_time(record.get("t"))
         for record in view.of_kind("drift")[-MAX_DRIFT:]:
             self.drift.appendleft(_drift_from(record))
+        # The ledger counts every attempt so far, the last sample of one paella did not see end
+        # included: a live sample kept from before would count twice.
+        self.usage_before = view.usage()
+        self.stats = None
+        self.session_id = view.session_id()
         agent = view.agent()
         self.attempt = int(agent.get("attempt") or 0)
         state = view.state()

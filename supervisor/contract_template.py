@@ -164,6 +164,11 @@ def _wrap(text: str, *, keep: Sequence[str] = ()) -> list[str]:
     return [line.replace("\xa0", " ") for line in lines]
 
 
+def shell_join(argv: Sequence[str]) -> str:
+    """A command template as a user writes it: shell-quoted, its placeholders left bare."""
+    return " ".join(_shell_words(argv))
+
+
 def _shell_words(argv: Sequence[str]) -> list[str]:
     """`argv` quoted the way a shell would need, except that a bare placeholder stays bare:
     `{handoff}` splits to itself, and it reads like the commands in the keys around it."""
@@ -172,7 +177,7 @@ def _shell_words(argv: Sequence[str]) -> list[str]:
 
 def _command_line(argv: Sequence[str]) -> str:
     """A command to show in a comment, indented, on one line (it is copied, not read)."""
-    return "  " + " ".join(_shell_words(argv))
+    return "  " + shell_join(argv)
 
 
 def _key(key: str, value: object, *, commented: bool = False) -> str:

@@ -87,8 +87,8 @@ class Usage:
         parts = [f"{self.turns} turn{'s' if self.turns != 1 else ''}"]
         if self.tokens:
             parts.append(
-                f"{_count(self.tokens)} tokens ({_count(self.input_tokens)} in, "
-                f"{_count(self.output_tokens)} out)"
+                f"{compact_count(self.tokens)} tokens ({compact_count(self.input_tokens)} in, "
+                f"{compact_count(self.output_tokens)} out)"
             )
         if self.cost_usd is not None:
             parts.append(f"${self.cost_usd:.2f}")
@@ -113,7 +113,8 @@ class Usage:
         )
 
 
-def _count(n: int) -> str:
+def compact_count(n: int) -> str:
+    """``940``, ``48.3k``, ``1.25M``."""
     if n < 1000:
         return str(n)
     if n < 1_000_000:
@@ -132,7 +133,7 @@ class AgentStats(Event):
     descendants: int
     uptime_s: float
     usage: Usage | None = None
-    """What the agent's stream reported, summed over every attempt so far (None: no stream)."""
+    """What this attempt's stream reported so far (None: no stream is decoded)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -371,8 +371,10 @@ class RunLoop:
                 return self._stopped(self._stop_requested)
             red = [r.gate for r in finished.results if not r.green]
             assert self.drift is not None
-            for drift in self.drift.check_claimed_done(exited.exit_code, red):
-                self.emit(drift)
+            if not exited.false_success:
+                # An exit 0 its own stream called an error claims nothing: it is a failure.
+                for drift in self.drift.check_claimed_done(exited.exit_code, red):
+                    self.emit(drift)
             await self._history_drift()
             # The final tree's path drift (protected, scope, contract) is judged in the
             # background: it belongs before the verdict, in the ledger and in the handoff.

@@ -24,6 +24,7 @@ from supervisor.contract import load_contract
 from supervisor.events import (
     AgentExited,
     AgentSession,
+    DriftDetected,
     Event,
     Notice,
     RecoveryNeeded,
@@ -139,6 +140,7 @@ def test_claude_usage_limit_waits_for_its_reset_and_resumes_its_session(
     assert first.describe() == first.false_success
     assert first.usage == Usage(turns=1, input_tokens=10, output_tokens=0, cost_usd=0.0)
     assert second.false_success is None
+    assert not [d for d in run.of(DriftDetected) if d.drift == "claimed-done"]
 
     # The wait is until the reset the agent printed (plus a small margin), not the 1 s backoff.
     (retry,) = run.of(RetryScheduled)

@@ -28,6 +28,7 @@ from supervisor.events import (
     GateResult,
     GateStarted,
     RunDone,
+    Usage,
 )
 from supervisor.output_tail import OutputTail
 
@@ -114,6 +115,12 @@ def gate(name: str, status: str, duration: float, at: float) -> GateFinished:
     return GateFinished(result=result, at=at)
 
 
+FIRST_ATTEMPT_USAGE = Usage(turns=8, input_tokens=30_000, output_tokens=5_000, cost_usd=0.52)
+LIVE_USAGE = Usage(turns=4, input_tokens=12_000, output_tokens=1_300, cost_usd=0.32)
+"""What attempt 1 (seeded from the ledger) and the live attempt 2 reported: together, the
+header's ``12 turns · 48.3k tok · $0.84``."""
+
+
 def running_run() -> list[Event]:
     """Attempt 2, an hour in: two episodes done, then a regression of the first one."""
     events: list[Event] = [
@@ -146,6 +153,7 @@ def running_run() -> list[Event]:
                 rss_bytes=118 << 20,
                 descendants=3,
                 uptime_s=3700,
+                usage=LIVE_USAGE,
                 at=T0 - 12 + i,
             )
         )
@@ -161,7 +169,7 @@ def done_run() -> list[Event]:
         CheckpointTaken(
             record_=checkpoint(3, 3, ("idempotency", "lint", "privacy", "export-format"), 5)
         ),
-        AgentExited(attempt=2, exit_code=0, signal=None, at=T0 - 200),
+        AgentExited(attempt=2, exit_code=0, signal=None, usage=LIVE_USAGE, at=T0 - 200),
         RunDone(tree=TREE, gates=("idempotency", "privacy", "export-format", "lint"), at=T0 - 199),
     ]
     return events
@@ -181,6 +189,8 @@ def output() -> OutputTail:
 def app_for(events: list[Event]) -> tuple[PaellaApp, object]:
     """The App (no engine, frozen clock) and a ``run_before`` that feeds it ``events``."""
     app = PaellaApp(contract=contract(), run_id=RUN_ID, clock=lambda: T0, engine=False)
+    # As `RunBoard.seed` has it from the ledger (an AgentExited event would ring its alarm).
+    app.board.usage_before = FIRST_ATTEMPT_USAGE
 
     async def run_before(pilot: Pilot[int]) -> None:
         for event in events:

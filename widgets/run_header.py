@@ -1,12 +1,15 @@
-"""The top two lines: the run and its state at a glance, the agent's pid, attempt, uptime, CPU and
-memory (with a sparkline), the retry countdown, and the verdict when the run is done.
+"""The top two lines: the run and its state at a glance, the agent's pid, attempt, uptime, what
+its stream reported spending, CPU and memory (with a sparkline), the retry countdown, and the
+verdict when the run is done.
 
-Line one says what is happening (a symbol and words, never colour alone); line two says with
-what: the agent's resources while it runs, the countdown while a retry waits, the gates that
-proved the run done, or why it stopped.
+Line one says what is happening (a symbol and words, never colour alone) and what it cost so
+far; line two says with what: the agent's resources while it runs, the countdown while a retry
+waits, the gates that proved the run done, or why it stopped.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,6 +17,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
+from supervisor.events import Usage, compact_count
 from widgets.symbols import FAIL, PASS, PENDING, RUNNING, STOPPED, WARNING, short_duration, size
 
 CPU_POINTS = 32
@@ -104,6 +108,8 @@ class RunHeader(Widget):
     """The gates that proved the run done, once it is."""
     detail: reactive[str] = reactive("")
     """A short note for line two: how the agent ended, why the run stopped."""
+    usage: reactive[Usage | None] = reactive(None)
+    """Turns, tokens and cost the agent's stream reported over every attempt (None: no stream)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -157,32 +163,51 @@ class RunHeader(Widget):
     watch_run_name = watch_run_id = watch_state = watch_attempt = watch_pid = _redraw
     watch_started = watch_now = watch_cpu_percent = watch_rss_bytes = _redraw
     watch_descendants = watch_cpu_history = watch_retry_at = watch_done_gates = _redraw
-    watch_detail = _redraw
+    watch_detail = watch_usage = _redraw
 
     def _run_line(self) -> Text:
         symbol, words, style = _STATES.get(self.state, (WARNING, self.state, "bold"))
         if self.state == "retry-wait" and self.retry_at is not None:
             words = f"retry in {short_duration(max(0.0, self.retry_at - self.now))}"
-        pieces: list[Text] = [
-            Text(f" {self.run_name} ", style="bold"),
-            Text(f" {symbol} {words} ", style=style),
-        ]
-        if self.attempt:
-            pieces.append(Text(f"  attempt {self.attempt}"))
-        if self.pid is not None and self.state in ("running", "stopping", "evaluating"):
-            pieces.append(Text(f"  pid {self.pid}"))
-        if self.started is not None and self.now and self.state in ("running", "stopping"):
-            pieces.append(Text(f"  up {short_duration(self.now - self.started)}"))
-        if self.run_id:
-            pieces.append(Text(f"  run {self.run_id}", style="dim"))
+        head = Text.assemble(
+            Text(f" {self.run_name} ", style="bold"), Text(f" {symbol} {words} ", style=style)
+        )
+        pieces = self._optional_pieces()
         width = self.size.width or 200
-        # Drop the least important pieces (from the right) until the line fits.
-        while len(pieces) > 2 and sum(p.cell_len for p in pieces) > width:
-            pieces.pop()
-        line = Text.assemble(*pieces)
+        # Shorten or drop the least important pieces until the line fits (they keep their order).
+        steps = iter(_NARROWER)
+        while pieces and head.cell_len + sum(p.cell_len for p in pieces.values()) > width:
+            step = next(steps, None)
+            if step is None:
+                break
+            key, shorter = step
+            if key in pieces:
+                text = shorter(self) if shorter else None
+                if text:
+                    pieces[key] = text
+                else:
+                    del pieces[key]
+        line = Text.assemble(head, *pieces.values())
         line.no_wrap = True
         line.truncate(width, overflow="ellipsis")
         return line
+
+    def _optional_pieces(self) -> dict[str, Text]:
+        """Line one after the name and state, in display order, keyed for `_NARROWER`."""
+        pieces: dict[str, Text] = {}
+        if self.attempt:
+            pieces["attempt"] = Text(f"  attempt {self.attempt}")
+        if self.pid is not None and self.state in ("running", "stopping", "evaluating"):
+            pieces["pid"] = Text(f"  pid {self.pid}")
+        if self.started is not None and self.now and self.state in ("running", "stopping"):
+            pieces["up"] = Text(f"  up {short_duration(self.now - self.started)}")
+        # What the run spent matters in every state (a stopped run spent it too).
+        spent = usage_summary(self.usage)
+        if spent:
+            pieces["usage"] = Text(f"  {spent}")
+        if self.run_id:
+            pieces["run"] = Text(f"  run {self.run_id}", style="dim")
+        return pieces
 
     def _stats(self) -> Text:
         cpu = f"{self.cpu_percent:.0f}%" if self.cpu_percent is not None else "-"
@@ -208,3 +233,34 @@ class RunHeader(Widget):
         text.no_wrap = True
         text.overflow = "ellipsis"
         return text
+
+
+def _short_usage(header: RunHeader) -> Text | None:
+    spent = usage_summary(header.usage, turns=False)
+    return Text(f"  {spent}") if spent else None
+
+
+_NARROWER: tuple[tuple[str, Callable[[RunHeader], Text | None] | None], ...] = (
+    ("run", None),
+    ("usage", _short_usage),
+    ("up", None),
+    ("pid", None),
+    ("usage", None),
+    ("attempt", None),
+)
+"""How line one narrows, one step at a time: a piece and its shorter form (None drops it). The
+run id goes first; what the run spent outlasts the uptime and the pid, in its short form."""
+
+
+def usage_summary(usage: Usage | None, *, turns: bool = True) -> str:
+    """``12 turns · 48.3k tok · $0.84``: what was reported, compactly ("" when nothing was)."""
+    if usage is None:
+        return ""
+    parts = []
+    if turns and usage.turns:
+        parts.append(f"{usage.turns} turn{'s' if usage.turns != 1 else ''}")
+    if usage.tokens:
+        parts.append(f"{compact_count(usage.tokens)} tok")
+    if usage.cost_usd is not None:
+        parts.append(f"${usage.cost_usd:.2f}")
+    return " · ".join(parts)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 
 from paella_tui.commands.context import Context, command_found
 from supervisor.contract import CONTRACT_FILE, Contract
-from supervisor.contract_template import detect_gates, parse_gate_option, render_contract
+from supervisor.contract_template import (
+    detect_gates,
+    parse_gate_option,
+    render_contract,
+    shell_join,
+)
 from supervisor.durations import format_duration, format_size
 from supervisor.errors import EXIT_USAGE, EXIT_WORKSPACE, UsageError
 from supervisor.files import write_atomic
@@ -47,10 +51,10 @@ def describe_run(contract: Contract) -> list[str]:
     prompt = f"the file {run.prompt_file}" if run.prompt_file else repr((run.prompt or "")[:70])
     lines.append(f"  task: {prompt}")
     lines.append(
-        f"  agent: {shlex.join(run.agent)}" + ("" if run.tty else "  (pipes, no terminal)")
+        f"  agent: {shell_join(run.agent)}" + ("" if run.tty else "  (pipes, no terminal)")
     )
     resume = (
-        shlex.join(run.resume) if run.resume else "the agent command, with the handoff as {prompt}"
+        shell_join(run.resume) if run.resume else "the agent command, with the handoff as {prompt}"
     )
     lines.append(f"  resume: {resume}")
     lines.append(
