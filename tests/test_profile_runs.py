@@ -331,3 +331,34 @@ def test_opencode_too_many_requests_resumes_its_session(
     assert RunView.load(run.run).usage() == Usage(
         turns=2, input_tokens=1200, output_tokens=60, cost_usd=0.012
     )
+
+
+def test_paella_check_says_whether_the_stream_is_decoded(
+    repo: Path, paella: Callable[..., Any]
+) -> None:
+    base = """
+[[gate]]
+name = "done"
+cmd = "test -f done.txt"
+[[episode]]
+name = "done"
+gates = ["done"]
+"""
+    contract = repo / "paella.toml"
+    contract.write_text('[run]\nprompt = "x"\nagent = "claude -p {prompt}"\n' + base)
+    checked = paella(repo, "check").stdout
+    assert 'hint: set profile = "claude" for its readable stream, session resume' in checked
+
+    contract.write_text(
+        '[run]\nprompt = "x"\nprofile = "claude"\nagent = "claude -p {prompt}"\n'
+        'resume = "claude -c -p {handoff} --output-format=stream-json --verbose"\n' + base
+    )
+    checked = paella(repo, "check").stdout
+    assert (
+        "agent output: raw text, no session id captured: add --output-format stream-json"
+        " to `agent`" in checked
+    )
+    assert "resume output: decoded (readable log, session id, turns, tokens, cost)" in checked
+
+    contract.write_text('[run]\nprompt = "x"\nprofile = "aider"\n' + base)
+    assert "output: plain text (aider has no JSON stream)" in paella(repo, "check").stdout

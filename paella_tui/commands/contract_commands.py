@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from paella_tui.commands.context import Context, command_found
 from supervisor.contract import CONTRACT_FILE, Contract
@@ -16,6 +17,7 @@ from supervisor.contract_template import (
 from supervisor.durations import format_duration, format_size
 from supervisor.errors import EXIT_USAGE, EXIT_WORKSPACE, UsageError
 from supervisor.files import write_atomic
+from supervisor.profiles import get_profile
 
 
 def init(args: argparse.Namespace) -> int:
@@ -57,6 +59,7 @@ def describe_run(contract: Contract) -> list[str]:
         shell_join(run.resume) if run.resume else "the agent command, with the handoff as {prompt}"
     )
     lines.append(f"  resume: {resume}")
+    lines.extend(f"  {line}" for line in profile_notes(contract))
     lines.append(
         f"  stall warning after {format_duration(run.stall_after)} of silence; "
         f"files over {format_size(run.max_file_size)} are left out of snapshots"
@@ -87,6 +90,34 @@ def describe_run(contract: Contract) -> list[str]:
     for constraint in contract.constraints:
         protect = f"  [protects {', '.join(constraint.protect)}]" if constraint.protect else ""
         lines.append(f"  constraint: {constraint.text}{protect}")
+    return lines
+
+
+def profile_notes(contract: Contract) -> list[str]:
+    """What the agent's profile will read from its output, or the profile that would help."""
+    run = contract.run
+    profile = get_profile(run.profile)
+    if profile is None:
+        guess = Path(run.agent[0]).name
+        if get_profile(guess) is not None:
+            return [
+                f'hint: set profile = "{guess}" for its readable stream, session resume, '
+                "limit handling and false-success checks (`paella init --agent` shows it)"
+            ]
+        return []
+    if profile.decoder is None:
+        return [f"output: plain text ({profile.name} has no JSON stream)"]
+    flags = " or ".join(" ".join(f) for f in profile.stream_flags)
+    commands = [("agent", run.agent)] + ([("resume", run.resume)] if run.resume else [])
+    lines = []
+    for key, template in commands:
+        if profile.stream_on(template):
+            lines.append(f"{key} output: decoded (readable log, session id, turns, tokens, cost)")
+        else:
+            lines.append(
+                f"{key} output: raw text, no session id captured: add {flags} to `{key}` "
+                "for the decoded stream"
+            )
     return lines
 
 
