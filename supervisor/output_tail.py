@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 DEFAULT_MAX_LINES = 5000
@@ -113,6 +114,8 @@ class OutputTail:
         self._total_bytes = 0
         self._total_lines = 0
         self._version = 0
+        self.on_change: Callable[[], None] | None = None
+        """Called (cheaply, often) after each change, so a view redraws without polling."""
 
     @property
     def max_lines(self) -> int:
@@ -146,6 +149,8 @@ class OutputTail:
         self._total_bytes += len(data)
         self._process(self._decoder.decode(data), final=False)
         self._version += 1
+        if self.on_change is not None:
+            self.on_change()
 
     def finish(self) -> None:
         """Flush an incomplete UTF-8 sequence or escape at the end of the stream."""
@@ -154,6 +159,8 @@ class OutputTail:
         if text or self._held:
             self._process(text, final=True)
             self._version += 1
+            if self.on_change is not None:
+                self.on_change()
 
     def lines(self, n: int | None = None) -> list[str]:
         """The last `n` lines (all kept lines if None) with SGR colours, partial line last."""

@@ -1,16 +1,19 @@
 """The agent's live output: a bounded, colour-keeping view of the engine's output tail, with
 follow (``f``) and search (``/``, then ``n``/``N``).
 
-The engine's :class:`~supervisor.output_tail.OutputTail` is fed from the agent's reader; this
-widget polls its ``version`` every 100 ms and, when it moved, takes only the lines it has not
-shown yet, in one batch (an agent printing a million lines costs at most one batch of the newest
-5,000 lines per poll, never a message per line). Lines are kept raw (with their SGR colours) and
+The engine's :class:`~supervisor.output_tail.OutputTail` is fed from the agent's reader; it
+tells this widget when it changed, and 100 ms after the first change the widget takes only the
+lines it has not shown yet, in one batch (an agent printing a million lines costs at most one
+batch of the newest 5,000 lines per 100 ms, never a message per line; a quiet agent costs
+nothing). Lines are kept raw (with their SGR colours) and
 turned into styled text only when they are drawn, so only the visible lines cost anything.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 from collections import deque
 from typing import ClassVar
 
@@ -33,7 +36,9 @@ from supervisor.output_tail import OutputTail
 MAX_LINES = 5000
 """The most lines kept (and searchable) in the view."""
 POLL_S = 0.1
-"""How often the tail's version is looked at."""
+"""How long after new output the view takes it in: output arriving within that is one batch.
+Nothing runs while the agent is quiet (the tail says when it changed), so a log idle for hours
+costs no wakeups."""
 _MAX_WIDTH = 2000
 """Horizontal scrolling stops here; the tail already cuts lines at 64 KiB."""
 
@@ -369,6 +374,9 @@ class AgentLog(Vertical):
         self._seen_version = -1
         self._seen_total = 0
         self._match_note = ""
+        self._poll_pending = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         # Kept, not queried: the poll may tick while the log is being taken down.
         self._view = OutputView(max_lines=max_lines)
         self._search_box = Input(
@@ -381,9 +389,16 @@ class AgentLog(Vertical):
         yield self._search_box
 
     def on_mount(self) -> None:
-        """Poll the tail while mounted."""
+        """Listen to the tail while mounted."""
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._retitle()
-        self.set_interval(POLL_S, self.poll, name="agent-log-poll")
+        self._listen(self.source)
+        self.poll()
+
+    def on_unmount(self) -> None:
+        """Stop listening: the tail outlives the view."""
+        self._unlisten(self.source)
 
     @property
     def view(self) -> OutputView:
@@ -394,8 +409,34 @@ class AgentLog(Vertical):
         """A new tail (a new run loop): its lines are all new; the old lines stay above them."""
         self._seen_version = -1
         self._seen_total = 0
+        self._unlisten(old)
         if self.is_mounted:
+            self._listen(new)
             self.poll()
+
+    def _listen(self, tail: OutputTail | None) -> None:
+        if tail is not None:
+            tail.on_change = self._output_arrived
+
+    def _unlisten(self, tail: OutputTail | None) -> None:
+        if tail is not None and tail.on_change == self._output_arrived:
+            tail.on_change = None
+
+    def _output_arrived(self) -> None:
+        """The tail changed: take it in POLL_S from the first change (one batch for a flood)."""
+        if self._poll_pending:
+            return
+        if threading.get_ident() != self._loop_thread:
+            # Fed from another thread (never by the engine, which feeds on the loop): hop over.
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._output_arrived)
+            return
+        self._poll_pending = True
+        self.set_timer(POLL_S, self._scheduled_poll, name="agent-log-poll")
+
+    def _scheduled_poll(self) -> None:
+        self._poll_pending = False
+        self.poll()
 
     def watch_follow(self, follow: bool) -> None:
         """Following again jumps to the newest line."""

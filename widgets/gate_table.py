@@ -60,7 +60,7 @@ class GateTable(FittedTable):
 
     gates: reactive[tuple[GateRow, ...]] = reactive((), always_update=False)
     """The rows, in contract order."""
-    now: reactive[float] = reactive(0.0)
+    now: reactive[float] = reactive(0.0, repaint=False)
     """The wall-clock time the "ran … ago" column counts from (frozen in snapshots)."""
 
     class Selected(Message):

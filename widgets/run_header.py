@@ -92,7 +92,7 @@ class RunHeader(Widget):
     """The agent's pid while an attempt lives."""
     started: reactive[float | None] = reactive(None)
     """Wall-clock start of the agent process (for the uptime)."""
-    now: reactive[float] = reactive(0.0)
+    now: reactive[float] = reactive(0.0, repaint=False)
     """The wall-clock time the uptime and countdown count from (frozen in snapshots)."""
     cpu_percent: reactive[float | None] = reactive(None)
     """CPU of the agent's whole process tree, percent of one core."""
@@ -200,7 +200,7 @@ class RunHeader(Widget):
         if self.pid is not None and self.state in ("running", "stopping", "evaluating"):
             pieces["pid"] = Text(f"  pid {self.pid}")
         if self.started is not None and self.now and self.state in ("running", "stopping"):
-            pieces["up"] = Text(f"  up {short_duration(self.now - self.started)}")
+            pieces["up"] = Text(f"  up {uptime(self.now - self.started)}")
         # What the run spent matters in every state (a stopped run spent it too).
         spent = usage_summary(self.usage)
         if spent:
@@ -264,3 +264,13 @@ def usage_summary(usage: Usage | None, *, turns: bool = True) -> str:
     if usage.cost_usd is not None:
         parts.append(f"${usage.cost_usd:.2f}")
     return " · ".join(parts)
+
+
+def uptime(seconds: float) -> str:
+    """``42s``, ``14m``, ``2h05m``: seconds only in the first minute, so that an idle run redraws
+    its header once a minute, not every second, for hours (the CPU sparkline shows liveness)."""
+    whole = int(max(0.0, seconds))
+    if whole < 60:
+        return f"{whole}s"
+    hours, minutes = divmod(whole // 60, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m"
