@@ -457,3 +457,25 @@ def test_describe_tool() -> None:
     assert describe_tool("mcp__fs__read_file", {"path": "b"}) == "● Read b"
     assert describe_tool("exec", {"cmd": ["ls", "-la"]}) == "$ ls -la"
     assert describe_tool(None, None) == "● tool"
+
+
+def test_a_gemini_error_event_followed_by_a_successful_result_is_no_false_success() -> None:
+    gemini = PROFILES["gemini"]
+    decoder = gemini.new_decoder()
+    records = [
+        {"type": "init", "session_id": "s1"},
+        {"type": "error", "severity": "error", "message": "API Error: 503, retrying"},
+        {"type": "message", "role": "assistant", "content": "Done."},
+        {"type": "result", "status": "success", "stats": {"input_tokens": 5, "output_tokens": 2}},
+    ]
+    lines = decoder.feed("".join(json.dumps(r) + "\n" for r in records).encode())
+    assert [line.text for line in lines] == ["✗ error: API Error: 503, retrying", "Done."]
+    assert gemini.false_success([], 0, decoder.stats) is None
+    # The same error with a failed result is one.
+    failed = gemini.new_decoder()
+    failed.feed(
+        "".join(
+            json.dumps(r) + "\n" for r in [*records[:2], {"type": "result", "status": "error"}]
+        ).encode()
+    )
+    assert gemini.false_success([], 0, failed.stats) is not None

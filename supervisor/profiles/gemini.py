@@ -90,6 +90,9 @@ class GeminiDialect(Dialect):
             stats.add_usage(usage.get("input_tokens"), usage.get("output_tokens"))
             if record.get("status") not in (None, "success"):
                 stats.error(error_message(record.get("error")) or "the result was an error")
+            else:
+                # The result is the verdict: an `error` event before it was a warning it got past.
+                stats.is_error = False
 
 
 def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedStats) -> str | None:
