@@ -39,8 +39,9 @@ def _text(status: dict[str, Any]) -> str:
         else:
             alive = "not running (no end was recorded)"
         lines.append(f"agent: pid {agent['pid']}, attempt {agent['attempt']}, {alive}")
-    if agent.get("usage"):
-        lines.append(f"agent reported: {Usage.from_record(agent['usage']).describe()}")
+    usage = Usage.from_record(agent.get("usage"))
+    if not usage.empty:
+        lines.append(f"agent reported: {usage.describe()}")
     if agent.get("session_id"):
         lines.append(f"agent session: {agent['session_id']}")
     sup = status.get("supervisor") or {}
