@@ -34,7 +34,18 @@ _CHANGE_VERBS = {"add": "Add", "delete": "Delete", "update": "Edit"}
 class CodexDialect(Dialect):
     """Renders and counts Codex CLI's `--json` events."""
 
+    def __init__(self) -> None:
+        self._last_error: str | None = None
+
     def render(self, record: Record) -> list[str]:
+        lines = self._render(record)
+        if record.get("type") == "turn.failed" and lines == [self._last_error]:
+            return []  # Codex reports a fatal error twice: as `error`, then as `turn.failed`
+        if record.get("type") in ("error", "turn.failed"):
+            self._last_error = lines[0] if lines else None
+        return lines
+
+    def _render(self, record: Record) -> list[str]:
         kind = record.get("type")
         item = as_dict(record.get("item"))
         item_type = item.get("type")
