@@ -56,7 +56,7 @@ from supervisor.files import write_atomic
 from supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
 from supervisor.output_tail import OutputSink, OutputTail
 from supervisor.process_tree import stop_tree
-from supervisor.profiles import get_profile
+from supervisor.profiles import DecodedStats, get_profile
 from supervisor.retry import classify, retry_wait
 from supervisor.rollback import rollback
 from supervisor.run_view import RunView, process_alive
@@ -494,7 +494,7 @@ class RunLoop:
         profile, decoded = self.profile, self._decoded
         false_success = None
         if profile is not None and not self._user_stopped:
-            stats = decoded.stats if decoded is not None else profile.new_decoder().stats
+            stats = decoded.stats if decoded is not None else DecodedStats()
             false_success = profile.false_success(tail, info.exit_code, stats)
         event = AgentExited(
             attempt=self.attempt,
