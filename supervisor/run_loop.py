@@ -564,20 +564,12 @@ class RunLoop:
         if template is None or self.session_id or not _names_session(template):
             return template
         newest = self.profile.resume_without_session(template) if self.profile else None
-        if newest is not None:
-            self.emit(
-                Notice(
-                    message="no session id was seen: resuming the agent's newest session here",
-                    level="warning",
-                )
-            )
-        else:
-            self.emit(
-                Notice(
-                    message="no session id was seen: starting the agent again with the handoff",
-                    level="warning",
-                )
-            )
+        instead = (
+            "resuming the agent's newest session here"
+            if newest is not None
+            else "starting the agent again with the handoff"
+        )
+        self.emit(Notice(message=f"no session id was seen: {instead}", level="warning"))
         return newest
 
     def _prompt_file(self) -> Path:
