@@ -1,8 +1,9 @@
-"""TUI benchmark (SPEC 12, 13): keys during an output flood, and agent death → recovery screen.
+"""TUI benchmark (SPEC 12, 13): keys during an output flood, agent death → recovery screen, idle cost.
 
-It drives the real :class:`~paella_tui.app.PaellaApp` headlessly (``app.run_test(size=(120, 36))``,
-notifications on) over a real run of a temporary git repository: the real ``RunLoop`` in the App's
-worker, a real agent process under a pty, a contract of two tiny gates with ``settle = "0.5s"``.
+Parts 1 and 2 drive the real :class:`~paella_tui.app.PaellaApp` headlessly
+(``app.run_test(size=(120, 36))``, notifications on) over a real run of a temporary git
+repository: the real ``RunLoop`` in the App's worker, a real agent process under a pty, a contract
+of two tiny gates with ``settle = "0.5s"``. Part 3 runs the real console program in a terminal.
 Each part runs in a child process of its own, so its RSS is the App's alone.
 
 1. **keys during a flood.** The agent first waits (idle), then prints 1,000,000 deterministic lines
@@ -16,6 +17,13 @@ Each part runs in a child process of its own, so its RSS is the App's alone.
    ``os._exit(1)``; timed until the ``RecoveryScreen`` is painted. A fresh run and App each
    round; two cases interleaved: gates cached at the time of death (the agent changed nothing),
    and a gate that takes 2 s on the final tree (the agent changed a file just before dying).
+3. **idle in a terminal.** ``python -m paella_tui run`` on a pseudo-terminal of its own (120x36,
+   ``TERM=xterm-256color``; a thread drains the master side as a terminal would), the agent
+   ``sleep 3600``. After a warm-up (70 s: in the first minute the gates' ages change every
+   second), the paella process alone is sampled for 60 s: CPU (psutil ``cpu_times`` over the
+   window: the verdict; per-second samples; per thread), RSS, the bytes it wrote to the terminal.
+   Side by side, sampled at the same time: a minimal Textual App showing a static text, with the
+   same imports, on a terminal of its own (Textual's floor). Then ``q``, ``y``, as a person quits.
 
 "Painted" means Textual's ``App._display`` was handed the screen's update and it was rendered
 into the bytes a terminal would get: the benchmark wraps ``_display`` on the App instance (in the
@@ -29,7 +37,8 @@ measured: it is a report, not a test. ``--profile DIR`` runs each child under ``
 
 Usage::
 
-    python benchmarks/tui.py [--quick] [--lines 1000000] [--keep DIR] [--profile DIR]
+    python benchmarks/tui.py [--quick] [--only keys|death|idle] [--lines 1000000]
+                             [--idle-warmup 70] [--idle-window 60] [--keep DIR] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -44,10 +54,13 @@ import platform
 import random
 import re
 import shutil
+import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 from collections import Counter
@@ -71,6 +84,14 @@ LATENESS_TICK_S = 0.010
 MB = 1024 * 1024
 CACHED = "gates cached at death"
 SLOW = "a gate takes 2 s on the final tree"
+PARTS = ("keys", "death", "idle")
+IDLE_CPU_TARGET = 1.0
+"""% of one core, over the whole window (psutil)."""
+IDLE_RSS_TARGET_MB = 120.0
+IDLE_AGENT = ["sleep", "3600"]
+TERM = "xterm-256color"
+FIRST_MINUTE_S = 60.0
+"""While the gates ran less than a minute ago, their ages ("ran 5s ago") change every second."""
 
 # The scripted agent. Modes:
 #   flood GO N DIR          for k = 1, 2, ...: wait until GO-k exists (exit 0 once GO-stop does);
@@ -584,11 +605,29 @@ async def child_death(cached: Path, slow: Path, root: Path, n: int, out: Path) -
     out.write_text(json.dumps(rounds))
 
 
+def child_idle_floor() -> None:
+    """Part 3's baseline, on its terminal: paella's imports, then a Textual App doing nothing."""
+    import paella_tui.app  # noqa: F401  (what `paella run` loads, so both start from the same)
+    from textual.app import App, ComposeResult
+    from textual.widgets import Static
+
+    class Floor(App[None]):
+        """An App showing a static text, and nothing else."""
+
+        def compose(self) -> ComposeResult:
+            """The text."""
+            yield Static("An App doing nothing: Textual's own floor.")
+
+    Floor().run()
+
+
 def child_main(args: argparse.Namespace) -> int:
     """Run one child part (``--child``)."""
     os.environ.pop("PAELLA_STATE_DIR", None)
     root = args.root
-    if args.child == "keys":
+    if args.child == "idle-floor":
+        child_idle_floor()
+    elif args.child == "keys":
         asyncio.run(
             child_keys(root / "keys", root / "keys-stamps", args.n, args.floods, Path(args.out))
         )

@@ -35,8 +35,9 @@ CONTRACT = """\
 [run]
 name = "ledger-service"
 prompt = "Build the event ledger, episode by episode."
-agent = "claude -p {prompt}"
-resume = "claude --continue -p {handoff}"
+profile = "claude"
+agent = "claude -p {prompt} --permission-mode acceptEdits --output-format stream-json --verbose"
+resume = "claude -r {session_id} -p {handoff} --permission-mode acceptEdits --output-format stream-json --verbose"
 scope = ["src/**", "tests/**"]
 
 [[gate]]
@@ -128,21 +129,71 @@ def export_csv() -> str:
     return out.getvalue()
 '''
 
-AGENT_OUTPUT = [
-    "● Reading src/ledger/ingest.py",
-    "● Episode 3: csv export. Adding export_csv() next to ingest().",
-    "● Simplifying ingest(): the seen-set looks redundant now that ids are unique.",
-    "● Editing src/ledger/ingest.py (+16 −5)",
-    "● Running pytest -q tests/test_export.py",
-    "  ..F",
-    "  FAILED tests/test_export.py::test_header_row - KeyError: 'who'",
-    "● Editing src/ledger/ingest.py",
-    "● Running pytest -q tests/test_export.py",
-    "  ...",
-    "  3 passed in 0.21s",
-    "● Episode 3 looks done. Writing the summary.",
-    "Error: stream closed unexpectedly (anthropic API: overloaded_error)",
+SESSION = "c0ffee00-1d2e-4f5a-9b8c-7d6e5f4a3b2c"
+
+
+def _said(*content: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "assistant", "message": {"content": list(content)}, "session_id": SESSION}
+
+
+def _tool(name: str, **given: str) -> dict[str, Any]:
+    return {"type": "tool_use", "name": name, "input": given}
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+STREAM: list[dict[str, Any]] = [
+    {"type": "system", "subtype": "init", "session_id": SESSION},
+    _said(_text("Episode 3: csv export. Adding export_csv() next to ingest().")),
+    _said(_tool("Read", file_path="src/ledger/ingest.py")),
+    _said(_text("Simplifying ingest(): the seen-set looks redundant now that ids are unique.")),
+    _said(_tool("Edit", file_path="src/ledger/ingest.py")),
+    _said(_tool("Bash", command="pytest -q tests/test_export.py")),
+    {
+        "type": "user",
+        "message": {
+            "content": [
+                {
+                    "type": "tool_result",
+                    "is_error": True,
+                    "content": "FAILED tests/test_export.py::test_header_row - KeyError: 'who'",
+                }
+            ]
+        },
+    },
+    _said(_tool("Edit", file_path="src/ledger/ingest.py")),
+    _said(_tool("Bash", command="pytest -q tests/test_export.py")),
+    _said(_text("3 passed. Episode 3 looks done; writing the summary.")),
+    {
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": True,
+        "result": 'API Error: 529 {"type":"error","error":{"type":"overloaded_error"}}',
+        "num_turns": 23,
+        "total_cost_usd": 2.57,
+        "usage": {"input_tokens": 812_400, "output_tokens": 31_050},
+        "session_id": SESSION,
+    },
 ]
+"""What the agent (Claude Code's stream-json) printed in the scripted run."""
+
+
+def stream_bytes(records: list[dict[str, Any]]) -> bytes:
+    """The records as the agent writes them: one JSON object a line."""
+    import json
+
+    return "".join(json.dumps(record) + "\n" for record in records).encode()
+
+
+def agent_output() -> list[str]:
+    """The stream as the log view shows it (through the claude profile's decoder)."""
+    from supervisor.profiles import PROFILES
+
+    decoder = PROFILES["claude"].new_decoder()
+    lines = decoder.feed(stream_bytes(STREAM)) + decoder.finish()
+    return [line.text for line in lines]
 
 
 def fixed_environment() -> None:
@@ -212,6 +263,7 @@ def scripted_run() -> tuple[Any, Any]:
     snapshotter = Snapshotter(workspace)
     ledger = run.ledger
     ledger.append("agent-started", attempt=1, pid=4242, create_time=0.0, argv=["claude"])
+    ledger.append("agent-session", attempt=1, session_id=SESSION)
 
     def gates(tree: str, **statuses: str) -> None:
         for gate, status in statuses.items():
@@ -267,8 +319,16 @@ def scripted_run() -> tuple[Any, Any]:
         gate=None,
         path="tests/test_export.py",
     )
-    ledger.append("agent-exited", attempt=1, exit_code=1, signal=None, tail=AGENT_OUTPUT)
-    (run.dir / "agent.log").write_text("\n".join(AGENT_OUTPUT) + "\n")
+    output = agent_output()
+    ledger.append(
+        "agent-exited",
+        attempt=1,
+        exit_code=1,
+        signal=None,
+        tail=output,
+        usage={"turns": 23, "input_tokens": 812_400, "output_tokens": 31_050, "cost_usd": 2.57},
+    )
+    (run.dir / "agent.log").write_bytes(stream_bytes(STREAM))
 
     with snapshotter.locked():
         now = snapshotter.take().tree
@@ -278,7 +338,7 @@ def scripted_run() -> tuple[Any, Any]:
     facts = RecoveryFacts(
         ending="crash",
         how="exit 1, attempt 1",
-        tail=tuple(AGENT_OUTPUT),
+        tail=tuple(output),
         base=view.last_green_checkpoint,
         gates_now=(
             GateResult(gate="idempotency", status="fail", tree=now, exit_code=1),
@@ -333,6 +393,7 @@ async def main_screen(run: Any) -> Path | None:
     except ImportError as err:
         print(f"main screen: not rendered ({err})")
         return None
+    from supervisor.decoded_tail import DecodedTail
     from supervisor.events import (
         AgentStarted,
         AgentStats,
@@ -340,8 +401,10 @@ async def main_screen(run: Any) -> Path | None:
         DriftDetected,
         GateFinished,
         GateResult,
+        Usage,
     )
     from supervisor.output_tail import OutputTail
+    from supervisor.profiles import PROFILES
     from supervisor.run_view import RunView
 
     view = RunView.load(run)
@@ -349,7 +412,8 @@ async def main_screen(run: Any) -> Path | None:
     now = (START + timedelta(hours=3)).timestamp()
     app = PaellaApp(contract=contract, run=run, engine=False, clock=lambda: now)
     tail = OutputTail()
-    tail.feed(("\n".join(AGENT_OUTPUT[:-1]) + "\n").encode())
+    # Attempt 2 is at work: its stream so far, decoded as the run loop decodes it.
+    DecodedTail(tail, PROFILES["claude"].new_decoder()).feed(stream_bytes(STREAM[:-1]))
     events: list[Any] = [
         AgentStarted(attempt=2, pid=4242, create_time=now - 2520, argv=("claude",), at=now - 2520)
     ]
@@ -360,6 +424,7 @@ async def main_screen(run: Any) -> Path | None:
             rss_bytes=412_000_000,
             descendants=3,
             uptime_s=2500 + i,
+            usage=Usage(turns=15, input_tokens=472_000, output_tokens=17_300, cost_usd=1.55),
             at=now - 30 + i,
         )
         for i, cpu in enumerate([3, 8, 31, 54, 22, 12, 48, 71, 35, 18, 9, 26, 61, 40, 14])
@@ -383,6 +448,8 @@ async def main_screen(run: Any) -> Path | None:
     )
 
     async def feed(pilot: Any) -> None:
+        # What attempt 1 reported, from the ledger, as the engine's seed gives it.
+        app.board.usage_before = view.usage()
         for event in events:
             app.feed(event)
         main = getattr(app, "main", None) or app.screen
