@@ -65,7 +65,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -607,9 +607,10 @@ async def child_death(cached: Path, slow: Path, root: Path, n: int, out: Path) -
 
 def child_idle_floor() -> None:
     """Part 3's baseline, on its terminal: paella's imports, then a Textual App doing nothing."""
-    import paella_tui.app  # noqa: F401  (what `paella run` loads, so both start from the same)
     from textual.app import App, ComposeResult
     from textual.widgets import Static
+
+    import paella_tui.app  # noqa: F401  (what `paella run` loads, so both start from the same)
 
     class Floor(App[None]):
         """An App showing a static text, and nothing else."""
@@ -867,6 +868,505 @@ def death_timeline(rounds: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+# ----------------------------------------------------------------------------------------------
+# Part 3, in the parent: the console program in a terminal, sampled from outside
+
+RECENT_BYTES = 256 * 1024
+
+
+def _take_terminal() -> None:
+    """In the child, after ``setsid``: its pseudo-terminal (stdin) becomes its controlling one."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class TerminalChild:
+    """A program on a pseudo-terminal of its own (``SIZE``, its controlling terminal, a session
+    of its own), and a thread that drains the master side as a terminal would, counting bytes."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                start_new_session=True,
+                preexec_fn=_take_terminal,  # no thread of ours runs yet (see start_draining)
+            )
+        finally:
+            os.close(slave)
+        self.master = master
+        self.received = 0
+        """Bytes the program wrote to its terminal so far."""
+        self._recent = bytearray()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, name="terminal-drain", daemon=True)
+
+    def start_draining(self) -> None:
+        """Start reading the master side (after every child was forked)."""
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # EIO: the program and everything holding its terminal ended
+                return
+            if not chunk:
+                return
+            with self._lock:
+                self.received += len(chunk)
+                self._recent += chunk
+                del self._recent[:-RECENT_BYTES]
+
+    def send(self, data: bytes) -> None:
+        """Type ``data`` into the terminal."""
+        os.write(self.master, data)
+
+    def mark(self) -> None:
+        """Forget what was drawn so far: :meth:`shows` looks only at what comes next."""
+        with self._lock:
+            self._recent.clear()
+
+    def text(self) -> str:
+        """What was drawn since the mark (the last 256 KiB), without escape sequences."""
+        with self._lock:
+            raw = bytes(self._recent)
+        return _ESCAPES.sub("", raw.decode("utf-8", "replace"))
+
+    def shows(self, needle: str) -> bool:
+        """Whether ``needle`` was drawn since the mark."""
+        return needle in self.text()
+
+    def close(self) -> None:
+        """Once the program ended: the drain thread ends (EIO); close the master side."""
+        self._thread.join(5)
+        os.close(self.master)
+
+
+def poll_until(condition: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``condition`` every 50 ms for up to ``timeout`` seconds; whether it held."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def thread_ticks(pid: int) -> dict[int, tuple[str, float]]:
+    """Each live thread of ``pid``: its ``comm`` and utime + stime (``/proc/<pid>/task/*/stat``,
+    clock ticks, in seconds)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[str, float]] = {}
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+                comm = text[text.index("(") + 1 : text.rindex(")")]
+                fields = text[text.rindex(")") + 2 :].split()  # from field 3, the state
+                found[int(tid)] = (comm, (int(fields[11]) + int(fields[12])) / tick)
+    return found
+
+
+def thread_schedstat(pid: int) -> dict[int, float]:
+    """CPU seconds of each live thread of ``pid``, from ``/proc/<pid>/task/*/schedstat`` (ns)."""
+    found: dict[int, float] = {}
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                text = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text()
+                found[int(tid)] = int(text.split()[0]) / 1e9
+    return found
+
+
+def process_cpu(proc: psutil.Process) -> float:
+    """User + system CPU seconds of the process itself, children excluded (psutil)."""
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
+def tree_cpu(procs: Sequence[psutil.Process]) -> float:
+    """User + system CPU seconds of the processes still alive among ``procs``."""
+    total = 0.0
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            total += process_cpu(proc)
+    return total
+
+
+def python_thread_names(pid: int) -> dict[int, str]:
+    """Python's names for the threads of ``pid``, by native id, from ``py-spy dump`` (which pauses
+    the process for a moment); empty without py-spy."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        return {}
+    try:
+        out = subprocess.run(
+            [spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {int(m[1]): m[2] for m in re.finditer(r'^Thread (\d+) \([^)]*\): "([^"]*)"', out, re.M)}
+
+
+@dataclass
+class ThreadCpu:
+    """One thread's CPU over the window."""
+
+    tid: int
+    name: str
+    stat: float
+    """utime + stime, seconds (10 ms ticks)."""
+    schedstat: float
+    """seconds (ns)."""
+
+
+@dataclass
+class IdleResult:
+    """What sampling one program on its terminal gave over the window."""
+
+    pid: int
+    window: float
+    cpu_percent: float
+    """psutil ``cpu_times`` (user + system, the process itself) over the window / the window, in %
+    of one core: the verdict."""
+    schedstat_percent: float
+    """The same from the threads' schedstat (ns), as a cross-check."""
+    per_second: list[float]
+    """CPU % of each 1 s interval (schedstat)."""
+    rss: list[int]
+    hwm: int
+    bytes_per_second: list[float]
+    """Bytes written to the terminal in each 1 s interval, per second."""
+    bytes_total: int
+    threads: list[ThreadCpu] = field(default_factory=list)
+    gone_threads: float = 0.0
+    """CPU seconds of threads that ended during the window (in the total, not in ``threads``)."""
+    children_cpu: float = 0.0
+    """CPU seconds of child processes reaped during the window (gates, git)."""
+    agent_cpu: float | None = None
+    """CPU seconds of the agent's tree over the window (not counted in ``cpu_percent``)."""
+
+
+def sample_idle(
+    kids: dict[str, TerminalChild], agents: list[psutil.Process], window: float
+) -> dict[str, IdleResult]:
+    """Sample every child at the same time for ``window`` seconds (a sample a second)."""
+    ps = {name: psutil.Process(kid.proc.pid) for name, kid in kids.items()}
+
+    def children(p: psutil.Process) -> float:
+        times = p.cpu_times()
+        return times.children_user + times.children_system
+
+    start_cpu = {n: process_cpu(p) for n, p in ps.items()}
+    start_children = {n: children(p) for n, p in ps.items()}
+    start_ticks = {n: thread_ticks(p.pid) for n, p in ps.items()}
+    start_sched = {n: thread_schedstat(p.pid) for n, p in ps.items()}
+    start_bytes = {n: kid.received for n, kid in kids.items()}
+    start_agent = tree_cpu(agents)
+    start_wall = last_wall = time.monotonic()
+    last_sched = {n: sum(t.values()) for n, t in start_sched.items()}
+    last_bytes = dict(start_bytes)
+    per_second: dict[str, list[float]] = {n: [] for n in ps}
+    per_bytes: dict[str, list[float]] = {n: [] for n in ps}
+    rss: dict[str, list[int]] = {n: [] for n in ps}
+    while (now := time.monotonic()) - start_wall < window - 0.01:
+        time.sleep(min(1.0, window - (now - start_wall)))
+        wall = time.monotonic()
+        for name, p in ps.items():
+            spent = sum(thread_schedstat(p.pid).values())
+            per_second[name].append(max(0.0, spent - last_sched[name]) / (wall - last_wall) * 100)
+            last_sched[name] = spent
+            got = kids[name].received
+            per_bytes[name].append((got - last_bytes[name]) / (wall - last_wall))
+            last_bytes[name] = got
+            rss[name].append(p.memory_info().rss)
+        last_wall = wall
+    end_cpu = {n: process_cpu(p) for n, p in ps.items()}
+    end_agent = tree_cpu(agents)
+    elapsed = time.monotonic() - start_wall
+    results: dict[str, IdleResult] = {}
+    for name, p in ps.items():
+        ticks, sched = thread_ticks(p.pid), thread_schedstat(p.pid)
+        threads = [
+            ThreadCpu(
+                tid,
+                comm,
+                spent - start_ticks[name].get(tid, ("", 0.0))[1],
+                sched.get(tid, 0.0) - start_sched[name].get(tid, 0.0),
+            )
+            for tid, (comm, spent) in ticks.items()
+        ]
+        total = end_cpu[name] - start_cpu[name]
+        results[name] = IdleResult(
+            pid=p.pid,
+            window=elapsed,
+            cpu_percent=total / elapsed * 100,
+            schedstat_percent=(sum(sched.values()) - sum(start_sched[name].values()))
+            / elapsed
+            * 100,
+            per_second=per_second[name],
+            rss=rss[name],
+            hwm=vm_status("VmHWM", p.pid),
+            bytes_per_second=per_bytes[name],
+            bytes_total=kids[name].received - start_bytes[name],
+            threads=sorted(threads, key=lambda t: (-t.stat, -t.schedstat)),
+            gone_threads=max(0.0, total - sum(t.stat for t in threads)),
+            children_cpu=children(p) - start_children[name],
+            agent_cpu=end_agent - start_agent if name == "paella" else None,
+        )
+    return results
+
+
+def wait_for_agent(kid: TerminalChild, timeout: float = 60.0) -> list[psutil.Process]:
+    """Until paella runs the agent (``sleep 3600``); the agent's tree. Raises if paella ended."""
+    proc = psutil.Process(kid.proc.pid)
+    found: list[psutil.Process] = []
+
+    def started() -> bool:
+        if kid.proc.poll() is not None:
+            return True
+        for child in proc.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if child.cmdline() == IDLE_AGENT:
+                    found[:] = [child, *child.children(recursive=True)]
+                    return True
+        return False
+
+    poll_until(started, timeout)
+    if not found:
+        screen = kid.text()[-2000:]
+        raise RuntimeError(f"`paella run` did not start its agent; its terminal showed:\n{screen}")
+    return found
+
+
+def stop_paella(kid: TerminalChild, agents: list[psutil.Process], root: Path) -> str:
+    """Quit as a person would (``q``, then ``y`` on the confirmation), else SIGTERM, else kill
+    the tree; make sure no ``sleep 3600`` of ours is left. Says how it went."""
+    proc = kid.proc
+    started = time.monotonic()
+    how: list[str] = []
+    if proc.poll() is not None:
+        how.append(f"it had already ended (status {proc.returncode})")
+    else:
+        kid.mark()
+        kid.send(b"q")
+        if poll_until(lambda: kid.shows("Stop and quit") or proc.poll() is not None, 10):
+            if proc.poll() is None:
+                kid.send(b"y")
+            how.append("`q`, then `y` on the confirmation")
+        else:
+            how.append("`q` (no confirmation was drawn within 10 s)")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(40)
+        if proc.poll() is None:
+            how.append("SIGTERM")
+            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(40)
+        if proc.poll() is None:
+            how.append("then killed with its tree")
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(proc.pid).children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        child.kill()
+            proc.kill()
+            proc.wait()
+        how.append(f"exit status {proc.returncode} after {time.monotonic() - started:.1f} s")
+    _gone, alive = psutil.wait_procs(agents, timeout=10)
+    strays = [
+        p
+        for p in psutil.process_iter(["cmdline", "cwd"])
+        if p.info["cmdline"] == IDLE_AGENT
+        and str(p.info["cwd"] or "").startswith(str(root))
+        and p not in alive
+    ]
+    for stray in [*alive, *strays]:
+        with contextlib.suppress(psutil.Error):
+            stray.kill()
+    agent = f"the agent (`{' '.join(IDLE_AGENT)}`, pid {agents[0].pid})" if agents else "the agent"
+    if alive or strays:
+        left = ", ".join(str(p.pid) for p in [*alive, *strays])
+        return "; ".join(how) + f"; **{agent} outlived it** (pid {left}): killed by the benchmark"
+    return "; ".join(how) + f"; {agent} ended with it, and no `sleep 3600` of ours is left"
+
+
+def stop_floor(kid: TerminalChild) -> None:
+    """Quit the baseline App (ctrl+q), else SIGTERM, else kill."""
+    proc = kid.proc
+    for step in (lambda: kid.send(b"\x11"), proc.terminate, proc.kill):
+        if proc.poll() is not None:
+            return
+        with contextlib.suppress(OSError):
+            step()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+
+
+def measure_idle(root: Path, warmup: float, window: float) -> tuple[dict[str, IdleResult], str]:
+    """Part 3: ``paella run`` and the baseline App, each on a terminal of its own, sampled at
+    the same time after the warm-up; then both stopped. Returns the results and how paella
+    stopped."""
+    repo = make_workspace(root, "idle", agent=IDLE_AGENT)
+    env = {
+        k: v
+        for k, v in clean_env().items()
+        if k not in ("COLUMNS", "LINES") and not k.startswith("TEXTUAL")
+    } | {"TERM": TERM}
+    kids: dict[str, TerminalChild] = {}
+    agents: list[psutil.Process] = []
+    stopped = "not started"
+    try:
+        kids["paella"] = TerminalChild([sys.executable, "-m", "paella_tui", "run"], repo, env)
+        here = str(Path(__file__).resolve())
+        kids["floor"] = TerminalChild([sys.executable, here, "--child", "idle-floor"], repo, env)
+        for kid in kids.values():
+            kid.start_draining()
+        paella = psutil.Process(kids["paella"].proc.pid)
+        command = paella.cmdline()
+        if not paella.name().startswith("python") or command[1:4] != ["-m", "paella_tui", "run"]:
+            raise RuntimeError(f"the child is not paella's python process: {command}")
+        agents = wait_for_agent(kids["paella"])
+        log(
+            f"   paella pid {paella.pid} runs the agent (pid {agents[0].pid}); warm-up {warmup:g} s"
+        )
+        time.sleep(warmup)
+        names = {n: python_thread_names(kid.proc.pid) for n, kid in kids.items()}
+        log(f"   sampling both for {window:g} s")
+        results = sample_idle(kids, agents, window)
+        for name, kid in kids.items():
+            names[name] |= python_thread_names(kid.proc.pid)  # threads born in the window
+            for thread in results[name].threads:
+                if thread.tid in names[name]:
+                    thread.name = names[name][thread.tid]
+                if thread.tid == kid.proc.pid and thread.name != "MainThread":
+                    thread.name += " (main thread)"
+    finally:
+        if "floor" in kids:
+            stop_floor(kids["floor"])
+        if "paella" in kids:
+            stopped = stop_paella(kids["paella"], agents, root)
+        for kid in kids.values():
+            kid.close()
+    return results, stopped
+
+
+def percent(value: float) -> str:
+    """A CPU share for the tables."""
+    return f"{value:.2f} %"
+
+
+FLOOR_LABEL = "baseline: a Textual App showing a static text, same imports"
+PAELLA_LABEL = "`paella run` (agent `sleep 3600`, two gates, watcher, clock)"
+
+
+def idle_rows(results: dict[str, IdleResult], warmup: float) -> list[Row]:
+    """The rows of part 3: each measure for the baseline, then for paella."""
+    floor, paella = results["floor"], results["paella"]
+    pairs = ((FLOOR_LABEL, floor), (PAELLA_LABEL, paella))
+    window = paella.window
+    heading = (
+        f"**3. idle in a terminal ({SIZE[0]}x{SIZE[1]}, `{TERM}`), {window:.0f} s after a "
+        f"{warmup:g} s warm-up.** "
+    )
+    rows: list[Row] = []
+    for label, result in pairs:
+        counts = result is paella
+        rows.append(
+            Row(
+                f"{'' if rows else heading}{label}: CPU over the whole window, % of one core "
+                f"(psutil `cpu_times`, the process alone; schedstat "
+                f"{percent(result.schedstat_percent)})",
+                percent(result.cpu_percent),
+                target="≤ 1 % (whole window)" if counts else "",
+                ok=result.cpu_percent <= IDLE_CPU_TARGET if counts else None,
+                name="idle `paella run` CPU",
+            )
+        )
+    for label, result in pairs:
+        samples = result.per_second
+        rows.append(
+            Row(
+                f"{label}: CPU of each 1 s interval (schedstat, n={len(samples)})",
+                percent(statistics.median(samples)),
+                percent(p95(samples)),
+                percent(max(samples)),
+            )
+        )
+    for label, result in pairs:
+        counts = result is paella
+        peak = max(result.rss)
+        rows.append(
+            Row(
+                f"{label}: RSS (1 s samples, n={len(result.rss)}; VmHWM {result.hwm / MB:.1f} MB)",
+                f"{statistics.median(result.rss) / MB:.1f} MB",
+                "",
+                f"{peak / MB:.1f} MB",
+                "≤ 120 MB (largest sample)" if counts else "",
+                peak <= IDLE_RSS_TARGET_MB * MB if counts else None,
+                "idle `paella run` RSS",
+            )
+        )
+    for label, result in pairs:
+        samples = result.bytes_per_second
+        rows.append(
+            Row(
+                f"{label}: bytes written to the terminal, per 1 s interval "
+                f"({result.bytes_total:,} bytes in the window)",
+                f"{statistics.median(samples):,.0f} B/s",
+                f"{p95(samples):,.0f} B/s",
+                f"{max(samples):,.0f} B/s",
+            )
+        )
+    agent_cpu = paella.agent_cpu or 0.0
+    rows.append(
+        Row(
+            "the agent's tree (`sleep 3600`), not counted in paella's CPU: CPU over the window",
+            percent(agent_cpu / window * 100),
+        )
+    )
+    rows.append(
+        Row(
+            "processes `paella run` started and reaped during the window (gates, git): CPU, "
+            "not counted in paella's CPU",
+            percent(paella.children_cpu / window * 100),
+        )
+    )
+    return rows
+
+
+def idle_threads(results: dict[str, IdleResult]) -> list[str]:
+    """The per-thread table of part 3."""
+    window = results["paella"].window
+    lines = [
+        f"Idle CPU by thread over the {window:.0f} s window (`/proc/<pid>/task/*/stat`, utime + "
+        "stime in 10 ms ticks; schedstat in ns alongside; Python's thread names from "
+        "`py-spy dump` where it is installed, else the kernel's `comm`):",
+        "",
+        "| process | thread (tid) | CPU s (stat) | % of one core | % (schedstat) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, label in (("paella", "`paella run`"), ("floor", "baseline App")):
+        result = results[name]
+        for t in result.threads:
+            lines.append(
+                f"| {label} | {t.name} ({t.tid}) | {t.stat:.2f} | "
+                f"{percent(t.stat / window * 100)} | {percent(t.schedstat / window * 100)} |"
+            )
+        if result.gone_threads >= 0.005:
+            lines.append(
+                f"| {label} | the rest: threads that ended during the window, tick rounding | "
+                f"{result.gone_threads:.2f} | "
+                f"{percent(result.gone_threads / window * 100)} |  |"
+            )
+    return lines
+
+
 def render(rows: list[Row]) -> list[str]:
     """The table as Markdown lines."""
     lines = ["| measure | p50 | p95 | max | target | verdict |", "|---|---:|---:|---:|---|---|"]
@@ -962,10 +1462,33 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="15 keys, 4 death rounds of each case, at most 2 floods (default: 42, 10, 6)",
     )
+    parser.add_argument(
+        "--only",
+        choices=PARTS,
+        action="append",
+        help="run only this part (repeatable): keys, death or idle (default: all three)",
+    )
     parser.add_argument("--lines", type=int, default=1_000_000, help="lines the agent floods")
+    parser.add_argument(
+        "--idle-warmup",
+        type=float,
+        metavar="SECONDS",
+        help="part 3: wait this long after the agent started before sampling (default 70, "
+        "--quick 5)",
+    )
+    parser.add_argument(
+        "--idle-window",
+        type=float,
+        metavar="SECONDS",
+        help="part 3: sample this long (default 60, --quick 10)",
+    )
     parser.add_argument("--keep", type=Path, metavar="DIR", help="build in DIR (new) and keep it")
     parser.add_argument(
-        "--profile", type=Path, metavar="DIR", help="run the children under py-spy into DIR"
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="run the children of parts 1 and 2 under py-spy into DIR (not part 3: it would "
+        "count py-spy's pauses)",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
@@ -976,11 +1499,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run both parts and print the report (exit 0 either way)."""
+    """Run the parts and print the report (exit 0 either way)."""
     args = parse_args(argv)
     if args.child:
         return child_main(args)
+    parts = [part for part in PARTS if part in (args.only or PARTS)]
     n_keys, n_death, floods = (15, 4, 2) if args.quick else (42, 10, 6)
+    warmup = args.idle_warmup if args.idle_warmup is not None else (5.0 if args.quick else 70.0)
+    window = args.idle_window if args.idle_window is not None else (10.0 if args.quick else 60.0)
     load_before = os.getloadavg()
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -996,34 +1522,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent_path = root / "agent.py"
         agent_path.write_text(AGENT)
         agent = [sys.executable, "-S", str(agent_path)]
-        stamps = root / "keys-stamps"
-        stamps.mkdir()
-        make_workspace(
-            root, "keys", agent=[*agent, "flood", str(stamps / "go"), str(args.lines), str(stamps)]
-        )
-        death = [*agent, "exit", f"{root}/go-{{run_id}}", f"{root}/death-{{run_id}}.stamp", "1"]
-        make_workspace(root, "death-cached", agent=death)
-        make_workspace(
-            root,
-            "death-slow",
-            agent=[*death, str(root / "death-slow" / "src" / "work.txt")],
-            gate_b=f"if [ -f src/work.txt ]; then sleep {SLOW_GATE_S:g}; fi",
-        )
-        log(f"1. keys: {n_keys} presses idle, then during floods of {args.lines:,} lines")
-        keys = spawn_child("keys", root, n_keys, args.profile, floods)
-        assert isinstance(keys, dict)
-        flood = flood_facts(keys, args.lines)
-        log(f"2. death → recovery screen: {n_death} rounds of each case")
-        rounds = spawn_child("death", root, n_death, args.profile)
-        assert isinstance(rounds, list)
-        rows = keys_rows(keys, flood) + death_rows(rounds)
+        rows: list[Row] = []
+        about: list[str] = []
+        after: list[str] = []
+        if "keys" in parts:
+            stamps = root / "keys-stamps"
+            stamps.mkdir()
+            make_workspace(
+                root,
+                "keys",
+                agent=[*agent, "flood", str(stamps / "go"), str(args.lines), str(stamps)],
+            )
+            log(f"1. keys: {n_keys} presses idle, then during floods of {args.lines:,} lines")
+            keys = spawn_child("keys", root, n_keys, args.profile, floods)
+            assert isinstance(keys, dict)
+            rows += keys_rows(keys, flood_facts(keys, args.lines))
+            about.append(f"run state after the flood: {keys.get('board_state')}")
+        if "death" in parts:
+            death = [*agent, "exit", f"{root}/go-{{run_id}}", f"{root}/death-{{run_id}}.stamp", "1"]
+            make_workspace(root, "death-cached", agent=death)
+            make_workspace(
+                root,
+                "death-slow",
+                agent=[*death, str(root / "death-slow" / "src" / "work.txt")],
+                gate_b=f"if [ -f src/work.txt ]; then sleep {SLOW_GATE_S:g}; fi",
+            )
+            log(f"2. death → recovery screen: {n_death} rounds of each case")
+            rounds = spawn_child("death", root, n_death, args.profile)
+            assert isinstance(rounds, list)
+            rows += death_rows(rounds)
+            after += ["", *death_timeline(rounds)]
+        if "idle" in parts:
+            log(
+                f"3. idle in a terminal: `paella run` and the baseline, {warmup:g} s + {window:g} s"
+            )
+            idle, stopped = measure_idle(root, warmup, window)
+            rows += idle_rows(idle, warmup)
+            about.append(
+                f"idle: `python -m paella_tui run` (pid {idle['paella'].pid}, its python process "
+                f"checked with psutil) on a {SIZE[0]}x{SIZE[1]} pseudo-terminal, `TERM={TERM}`, "
+                "drained by a thread; stopped with " + stopped
+            )
+            after += ["", *idle_threads(idle)]
+            if warmup < FIRST_MINUTE_S:
+                after += [
+                    "",
+                    f"**These idle numbers include the first-minute clock** (warm-up {warmup:g} s"
+                    f"{', --quick' if args.quick else ''}): until the gates ran a minute ago, "
+                    'their ages ("ran 5s ago") change every second, so the table is redrawn '
+                    "more than it is later. Use the default warm-up (70 s) for the verdict.",
+                ]
         lines = [
             f"## TUI benchmark ({time.strftime('%Y-%m-%d %H:%M %Z')})",
             "",
             *machine(load_before),
-            f"- App: `run_test(size={SIZE})`, notifications on; contract: two tiny gates, settle "
-            f"{SETTLE}; run state after the flood: {keys.get('board_state')}; "
-            f"{'--quick' if args.quick else 'full run'}, {time.monotonic() - started:.0f} s",
+            f"- parts: {', '.join(parts)}; {'--quick' if args.quick else 'full run'}, "
+            f"{time.monotonic() - started:.0f} s",
+            *(
+                [
+                    f"- parts 1 and 2: `run_test(size={SIZE})`, notifications on; contract: two "
+                    f"tiny gates, settle {SETTLE}"
+                ]
+                if {"keys", "death"} & set(parts)
+                else []
+            ),
+            *(f"- {line}" for line in about),
             "",
             *render(rows),
             "",
@@ -1033,10 +1596,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines.append("**Missed:** " + "; ".join(missed) + ".")
         else:
             lines.append("Every SPEC 13 target measured here is met.")
-        lines += ["", *death_timeline(rounds)]
+        lines += after
         if args.profile is not None:
             for part in ("keys", "death"):
-                lines += ["", *profile_summary(args.profile / f"{part}.txt")]
+                if part in parts:
+                    lines += ["", *profile_summary(args.profile / f"{part}.txt")]
         print("\n".join(lines), flush=True)
     return 0
 
