@@ -143,6 +143,23 @@ def test_version_changes_only_when_output_arrives() -> None:
     assert tail.version == start + 2
 
 
+def test_a_listener_hears_each_change_and_nothing_else() -> None:
+    tail = OutputTail()
+    heard: list[int] = []
+    tail.on_change = lambda: heard.append(tail.version)
+    tail.feed(b"")
+    assert heard == []  # nothing arrived: a quiet agent wakes nobody
+    tail.feed(b"half a line \xe2")
+    tail.feed(b"\x9c\x93 done\n")
+    assert heard == [1, 2]
+    assert tail.lines() == ["half a line ✓ done"]
+    tail.finish()  # nothing held back: no change
+    assert heard == [1, 2]
+    tail.feed(b"cut \xe2")
+    tail.finish()  # the held byte is flushed as a replacement character: a change
+    assert heard == [1, 2, 3, 4]
+
+
 # Pieces that stress every state the tail keeps across chunks.
 _PIECES = [
     b"a",
