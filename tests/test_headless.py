@@ -9,7 +9,6 @@ that no process of the agent's tree is left.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -23,22 +22,21 @@ from typing import Any
 
 import psutil
 import pytest
-import tomli_w
-from conftest import GitRunner, TreeState, capture_tree, run_paella
+from conftest import GitRunner, capture_tree, run_paella
+from run_scenarios import (
+    ABC_GATES,
+    PlannedRepo,
+    Step,
+    children_killed_after,
+    new_children,
+    section,
+)
 
 from supervisor.runs import Run, RunStore
 from supervisor.workspace import Workspace
 
-AGENT = Path(__file__).parent / "run_agents" / "plan_agent.py"
 TIMEOUT = 60.0
 
-Step = list[Any]
-
-GATES = [
-    {"name": "g1", "cmd": "test -f a.txt", "timeout": "10s"},
-    {"name": "g2", "cmd": "test -f b.txt", "timeout": "10s"},
-    {"name": "g3", "cmd": "test -f c.txt", "timeout": "10s"},
-]
 EPISODES = [
     {"name": "alpha", "goal": "a.txt exists", "gates": ["g1"]},
     {"name": "beta", "goal": "b.txt exists", "gates": ["g2"]},
@@ -53,48 +51,8 @@ def wait_checkpoints(n: int, timeout: float = 30.0) -> Step:
     return ["wait_ledger", "checkpoint", n, timeout]
 
 
-class Project:
-    """A repository with a committed contract whose agent follows a plan, and the test's helpers."""
-
-    def __init__(
-        self,
-        repo: Path,
-        tmp_path: Path,
-        git: GitRunner,
-        plan: dict[int | str, list[Step]],
-        *,
-        gates: int = 3,
-        agent: list[str] | None = None,
-    ) -> None:
-        self.repo = repo
-        self.git = git
-        self.outside = tmp_path / "outside"
-        self.outside.mkdir()
-        plan_file = self.outside / "plan.json"
-        text = json.dumps({str(k): v for k, v in plan.items()})
-        plan_file.write_text(text.replace("{outside}", str(self.outside)))
-        self.env = {
-            "PLAN_TRACE": str(self.outside / "trace.txt"),
-            "PLAN_PIDS": str(self.outside / "pids.txt"),
-            "PLAN_FLOOD": str(self.outside / "flood.json"),
-        }
-        data: dict[str, Any] = {
-            "run": {
-                "prompt": "Make the gates pass, episode by episode.",
-                "agent": agent or [sys.executable, str(AGENT), str(plan_file)],
-            },
-            "retry": {"backoff": "0.5s"},
-            "watch": {"settle": "0.2s"},
-            "gates": {"jobs": 2},
-            "gate": GATES[:gates],
-            "episode": EPISODES[:gates],
-        }
-        (repo / "paella.toml").write_text(tomli_w.dumps(data))
-        git(repo, "add", "paella.toml")
-        git(repo, "commit", "-q", "-m", "contract")
-        self.head0 = git.head(repo)
-        self.children_before: set[tuple[int, float]] = set()
-        """This test process's children before the test began."""
+class Project(PlannedRepo):
+    """The test's planned repository, driven through the ``paella`` command in subprocesses."""
 
     # --- commands ---------------------------------------------------------------------------
 
@@ -144,28 +102,29 @@ class Project:
             time.sleep(0.05)
         return found[count - 1]
 
-    def ref(self, name: str) -> str | None:
-        return self.git.run(self.repo, "rev-parse", "--verify", "-q", name).stdout.strip() or None
-
-    def trace(self) -> str:
-        path = Path(self.env["PLAN_TRACE"])
-        return path.read_text() if path.exists() else "(no agent trace)"
-
     def agent_pids(self) -> list[tuple[int, float | None]]:
         return [(r["pid"], r.get("create_time")) for r in self.ledger("agent-started")]
-
-    def tree(self) -> TreeState:
-        return capture_tree(self.repo)
 
 
 @pytest.fixture
 def workspace(
     repo: Path, tmp_path: Path, git: GitRunner, children_before: set[tuple[int, float]]
 ) -> Callable[..., Project]:
-    """``workspace(plan, gates=3)`` -> the test's repository with a contract and a planned agent."""
+    """``workspace(plan, gates=3)`` -> the test's repository with a contract and a planned agent:
+    the first ``gates`` gates and episodes, and ``agent`` instead of the plan agent if given."""
 
-    def make(plan: dict[int | str, list[Step]], **kwargs: Any) -> Project:
-        project = Project(repo, tmp_path, git, plan, **kwargs)
+    def make(
+        plan: dict[int | str, list[Step]], *, gates: int = 3, agent: list[str] | None = None
+    ) -> Project:
+        project = Project(
+            repo,
+            tmp_path,
+            git,
+            plan,
+            gates=ABC_GATES[:gates],
+            episodes=EPISODES[:gates],
+            agent=agent,
+        )
         project.children_before = children_before
         return project
 
@@ -197,16 +156,6 @@ def _alive(pid: int, create_time: float | None) -> bool:
         return False
 
 
-def new_children(before: set[tuple[int, float]]) -> list[psutil.Process]:
-    """This process's descendants that were not there when the test began (zombies included)."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if (child.pid, child.create_time()) not in before:
-                found.append(child)
-    return found
-
-
 def assert_no_process_left(
     w: Project, *extra: tuple[int, float | None], within: float = 5.0
 ) -> None:
@@ -230,24 +179,9 @@ def assert_no_process_left(
 
 @pytest.fixture(autouse=True)
 def children_before() -> Iterator[set[tuple[int, float]]]:
-    """Our children when the test began (other tests' leftovers are not this test's to judge);
-    after the test and its assertions, whatever it left is killed so a failure cannot spread."""
-    before = set()
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            before.add((child.pid, child.create_time()))
-    yield before
-    for child in new_children(before):
-        with contextlib.suppress(psutil.Error, ChildProcessError):
-            child.kill()
-            child.wait(2)
-
-
-def section(markdown: str, title: str) -> str:
-    """The text of the ``## title`` section."""
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", markdown, re.M | re.S)
-    assert match, f"no section {title!r} in:\n{markdown}"
-    return match.group(1)
+    """Our children when the test began; whatever the test left is killed after it."""
+    with children_killed_after() as before:
+        yield before
 
 
 def wait_exit(proc: subprocess.Popen[str], timeout: float = TIMEOUT) -> tuple[int, str, str]:
@@ -367,7 +301,7 @@ def test_episodes_regression_crash_rollback_handoff_and_done(
     assert len(salvage) == 1 and w.ref(salvage[0]["ref"]) == salvage[0]["commit"]
 
     # The resumed agent was told what to keep green and what remains.
-    seen = json.loads((w.outside / "attempt2.json").read_text())
+    seen = w.reported("attempt2.json")
     assert seen["attempt"] == "2" and seen["episode"] == "3"
     keep = section(seen["handoff"], "Gates that must stay green")
     assert "last green checkpoint (2)" in keep
@@ -437,7 +371,7 @@ def test_a_resumed_agent_that_claims_done_with_a_red_gate_is_not_done(
         (1, False),
         (2, True),
     ]
-    seen = json.loads((w.outside / "attempt2.json").read_text())
+    seen = w.reported("attempt2.json")
     assert "exit 139" in seen["handoff"] and "`g1`" in section(
         seen["handoff"], "Gates that must stay green"
     )
@@ -600,7 +534,7 @@ def test_resume_after_paella_was_killed_stops_the_orphan_and_finishes(
         (1, False),
         (2, True),
     ]
-    seen = json.loads((w.outside / "attempt2.json").read_text())
+    seen = w.reported("attempt2.json")
     assert "`g1`" in section(seen["handoff"], "Gates that must stay green")
     assert w.status()["state"] == "done"
     assert_no_process_left(w)
@@ -653,7 +587,7 @@ def test_a_signal_to_a_headless_run_stops_the_agent_and_is_recorded(
     try:
         w.wait_ledger("agent-started")
         deadline = time.monotonic() + 30
-        while not Path(w.env["PLAN_PIDS"]).exists():
+        while not w.pids_file.exists():
             assert time.monotonic() < deadline, w.trace()
             time.sleep(0.05)
     finally:
@@ -668,7 +602,7 @@ def test_a_signal_to_a_headless_run_stops_the_agent_and_is_recorded(
     exited = w.ledger("agent-exited")
     # The agent was stopped (SIGTERM to its group), and its end recorded before the run's.
     assert [(r["exit_code"], r["signal"]) for r in exited] == [(None, signal.SIGTERM)]
-    helper = int(Path(w.env["PLAN_PIDS"]).read_text().split()[1])
+    helper = w.spawned()["helper"]
     assert_no_process_left(w, (helper, None))
     assert w.status()["state"] == "stopped"
 

@@ -10,11 +10,9 @@ tree is left.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -24,8 +22,16 @@ from typing import Any, TypeVar
 
 import psutil
 import pytest
-import tomli_w
-from conftest import GitRunner, TreeState, capture_tree
+from conftest import GitRunner
+from run_scenarios import (
+    ABC_GATES,
+    AGENT,
+    PlannedRepo,
+    Step,
+    children_killed_after,
+    new_children,
+    section,
+)
 
 from supervisor.contract import Contract, load_contract
 from supervisor.drift import DriftTracker
@@ -52,24 +58,10 @@ from supervisor.runs import Run, RunStore
 from supervisor.watcher import WatchPlan, WorkspaceWatcher
 from supervisor.workspace import Workspace
 
-AGENT = Path(__file__).parent / "run_agents" / "plan_agent.py"
 FLOOD = Path(__file__).parent / "agents" / "flood.py"
 RUN_TIMEOUT = 60.0
 E = TypeVar("E", bound=Event)
 
-Step = list[Any]
-
-
-def gate(name: str, cmd: str, **extra: Any) -> dict[str, Any]:
-    """A gate with a short timeout."""
-    return {"name": name, "cmd": cmd, "timeout": "10s", **extra}
-
-
-ABC_GATES = [
-    gate("g1", "test -f a.txt"),
-    gate("g2", "test -f b.txt"),
-    gate("g3", "test -f c.txt"),
-]
 ABC_EPISODES = [
     {"name": "a", "goal": "a.txt exists", "gates": ["g1"]},
     {"name": "b", "goal": "b.txt exists", "gates": ["g2"]},
@@ -87,8 +79,8 @@ def wait_drift(n: int = 1, timeout: float = 20.0) -> Step:
     return ["wait_ledger", "drift", n, timeout]
 
 
-class Scenario:
-    """A repository with a contract, a run, a plan for the agent, and the events of the run."""
+class Scenario(PlannedRepo):
+    """The test's planned repository with a run, driven by a RunLoop, and the events of the run."""
 
     def __init__(
         self,
@@ -98,52 +90,31 @@ class Scenario:
         git: GitRunner,
         plan: dict[int | str, list[Step]],
         *,
-        gates: list[dict[str, Any]] | None = None,
-        episodes: list[dict[str, Any]] | None = None,
+        gates: int = 1,
         run: dict[str, Any] | None = None,
         retry: dict[str, Any] | None = None,
         constraints: list[dict[str, Any]] | None = None,
         agent: list[str] | None = None,
     ) -> None:
-        self.repo = repo
-        self.git = git
-        self.outside = tmp_path / "outside"
-        self.outside.mkdir()
-        plan_file = self.outside / "plan.json"
-        text = json.dumps({str(k): v for k, v in plan.items()})
-        # "{outside}" in a step is a folder outside the repository, for the agent's reports.
-        plan_file.write_text(text.replace("{outside}", str(self.outside)))
-        self.trace = self.outside / "trace.txt"
-        self.pids_file = self.outside / "pids.txt"
-        self.flood_file = self.outside / "flood.json"
-        monkeypatch.setenv("PLAN_TRACE", str(self.trace))
-        monkeypatch.setenv("PLAN_PIDS", str(self.pids_file))
-        monkeypatch.setenv("PLAN_FLOOD", str(self.flood_file))
-        data: dict[str, Any] = {
-            "run": {
-                "prompt": "Make the gates pass, episode by episode.",
-                "agent": agent or [sys.executable, str(AGENT), str(plan_file)],
-                "stall_after": "1m",
-                **(run or {}),
-            },
-            "retry": {"backoff": "0.5s", "max_backoff": "2s", **(retry or {})},
-            "watch": {"settle": "0.2s"},
-            "gates": {"jobs": 2},
-            "gate": gates if gates is not None else ABC_GATES[:1],
-            "episode": episodes if episodes is not None else ABC_EPISODES[:1],
-        }
-        if constraints:
-            data["constraint"] = constraints
-        (repo / "paella.toml").write_text(tomli_w.dumps(data))
-        git(repo, "add", "paella.toml")
-        git(repo, "commit", "-q", "-m", "contract")
-        self.head0 = git.head(repo)
+        super().__init__(
+            repo,
+            tmp_path,
+            git,
+            plan,
+            gates=ABC_GATES[:gates],
+            episodes=ABC_EPISODES[:gates],
+            agent=agent,
+            run={"stall_after": "1m", **(run or {})},
+            retry={"max_backoff": "2s", **(retry or {})},
+            constraints=constraints,
+        )
+        for name, value in self.env.items():
+            monkeypatch.setenv(name, value)
         self.contract: Contract = load_contract(repo / "paella.toml")
         self.workspace = Workspace.find(repo)
         self.run: Run = RunStore(self.workspace).create(self.contract, manual=False)
         self.events: list[Event] = []
         self.loop: RunLoop | None = None
-        self.children_before: set[tuple[int, float]] = set()
 
     def make_loop(self, decide: Decide, *, stop_grace: float = 2.0) -> RunLoop:
         self.loop = RunLoop(
@@ -180,29 +151,14 @@ class Scenario:
     def story(self) -> str:
         """Every event and the agent's trace, for assertion messages."""
         lines = [f"{type(e).__name__}: {_brief(e)}" for e in self.events]
-        trace = self.trace.read_text() if self.trace.exists() else "(no trace)"
-        return "events:\n  " + "\n  ".join(lines) + "\nagent trace:\n" + trace
+        return "events:\n  " + "\n  ".join(lines) + "\nagent trace:\n" + self.trace()
 
     def order(self, *types: type[Event]) -> list[str]:
         """The names of the events of these types, in the order they came."""
         return [type(e).__name__ for e in self.events if isinstance(e, types)]
 
-    def ref(self, name: str) -> str | None:
-        return self.git.run(self.repo, "rev-parse", "--verify", "-q", name).stdout.strip() or None
-
     def files_at(self, ref: str) -> set[str]:
         return set(self.git(self.repo, "ls-tree", "-r", "--name-only", ref).split())
-
-    def spawned(self) -> dict[str, int]:
-        if not self.pids_file.exists():
-            return {}
-        return {
-            name: int(pid)
-            for name, pid in (line.split() for line in self.pids_file.read_text().splitlines())
-        }
-
-    def workspace_state(self) -> TreeState:
-        return capture_tree(self.repo)
 
     def assert_snapshots(self) -> None:
         """Every checkpoint and salvage record of the ledger is a ref holding its commit and tree."""
@@ -261,16 +217,6 @@ def _lives(pid: int, create_time: float | None) -> bool:
         return False
 
 
-def new_children(before: set[tuple[int, float]]) -> list[psutil.Process]:
-    """This process's descendants that were not there when the test began (zombies included)."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if (child.pid, child.create_time()) not in before:
-                found.append(child)
-    return found
-
-
 def _describe(proc: psutil.Process) -> str:
     try:
         return f"{proc.pid} {proc.status()} {' '.join(proc.cmdline())[:120]}"
@@ -307,26 +253,11 @@ async def _wait_for(condition: Callable[[], bool], s: Scenario, timeout: float =
         await asyncio.sleep(0.02)
 
 
-def section_of(markdown: str, title: str) -> str:
-    """The text of a handoff's ``## title`` section."""
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", markdown, re.M | re.S)
-    assert match, f"no section {title!r} in:\n{markdown}"
-    return match.group(1)
-
-
 @pytest.fixture(autouse=True)
 def children_before() -> Iterator[set[tuple[int, float]]]:
-    """Our children when the test began (other tests' leftovers are not this test's to judge);
-    after the test and its assertions, whatever it left is killed so a failure cannot spread."""
-    before = set()
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            before.add((child.pid, child.create_time()))
-    yield before
-    for child in new_children(before):
-        with contextlib.suppress(psutil.Error, ChildProcessError):
-            child.kill()
-            child.wait(2)
+    """Our children when the test began; whatever the test left is killed after it."""
+    with children_killed_after() as before:
+        yield before
 
 
 @pytest.fixture
@@ -337,7 +268,9 @@ def scenario(
     git: GitRunner,
     children_before: set[tuple[int, float]],
 ) -> Callable[..., Scenario]:
-    """``scenario(plan, **contract)`` -> a Scenario in the test's repository."""
+    """``scenario(plan, gates=1, **contract)`` -> a Scenario in the test's repository, whose
+    contract has the first ``gates`` of the gates g1-g3 (a.txt, b.txt, c.txt exists) and their
+    episodes."""
 
     def make(plan: dict[int | str, list[Step]], **kwargs: Any) -> Scenario:
         made = Scenario(repo, tmp_path, monkeypatch, git, plan, **kwargs)
@@ -363,10 +296,9 @@ async def test_completes_episodes_one_by_one(scenario: Callable[..., Scenario]) 
                 ["exit", 0],
             ]
         },
-        gates=ABC_GATES,
-        episodes=ABC_EPISODES,
+        gates=3,
     )
-    before = s.workspace_state()
+    before = s.tree()
 
     code = await s.run_loop(policy("stop"))
 
@@ -408,7 +340,7 @@ async def test_completes_episodes_one_by_one(scenario: Callable[..., Scenario]) 
     assert s.ledger("agent-exited")[0]["exit_code"] == 0
 
     # The agent's work is there; HEAD, branch and index are as the run found them.
-    after = s.workspace_state()
+    after = s.tree()
     assert after.without("a.txt", "b.txt", "c.txt") == before
     assert {p: after[p][1] for p in ("a.txt", "b.txt", "c.txt")} == {
         "a.txt": b"a\n",
@@ -472,8 +404,7 @@ async def test_fixing_a_later_episode_and_breaking_an_earlier_gate_is_a_regressi
                 ["exit", 3],
             ]
         },
-        gates=ABC_GATES[:2],
-        episodes=ABC_EPISODES[:2],
+        gates=2,
     )
 
     code = await s.run_loop(policy("stop"))
@@ -542,7 +473,7 @@ async def test_exit_zero_with_red_gates_is_claimed_done_then_recovery(
     assert [(a.attempt, a.resumed) for a in started] == [(1, False), (2, True)]
     assert len(s.of(RunDone)) == 1 and not s.of(RolledBack)
     # The resumed attempt was given the handoff, and told which episode it is on.
-    seen = json.loads((s.outside / "attempt2.json").read_text())
+    seen = s.reported("attempt2.json")
     assert seen["attempt"] == "2" and seen["episode"] == "1"
     assert seen["handoff_file"] == str(s.run.dir / "handoff.md")
     assert "claimed-done" in seen["handoff"] and "`g1`" in seen["handoff"]
@@ -570,8 +501,7 @@ async def test_a_person_picks_an_older_checkpoint_and_the_episode_is_redone(
             ],
             2: [["record", "{outside}/attempt2.json"], ["write", "b.txt", "b\n"], ["exit", 0]],
         },
-        gates=ABC_GATES[:2],
-        episodes=ABC_EPISODES[:2],
+        gates=2,
     )
     asked: list[tuple[RecoveryFacts, str]] = []
 
@@ -593,10 +523,10 @@ async def test_a_person_picks_an_older_checkpoint_and_the_episode_is_redone(
     rolled = s.of(RolledBack)
     assert len(rolled) == 1 and rolled[0].target.n == 1 and rolled[0].salvage.n == 1
     # The resumed attempt started from checkpoint 1, and knew it.
-    seen = json.loads((s.outside / "attempt2.json").read_text())
+    seen = s.reported("attempt2.json")
     assert "b.txt" not in seen["files"] and "a.txt" in seen["files"]
     assert seen["episode"] == "2"
-    assert "last green checkpoint (1)" in section_of(seen["handoff"], "Gates that must stay green")
+    assert "last green checkpoint (1)" in section(seen["handoff"], "Gates that must stay green")
     # Episode 2, redone after the rollback, is checkpointed again.
     assert [(c.record_.n, c.record_.episode) for c in s.of(CheckpointTaken)] == [
         (1, 1),
@@ -662,7 +592,7 @@ async def test_rate_limit_is_retried_after_the_backoff_then_recovered(
     assert [c.choice for c in s.of(RecoveryChosen)] == ["continue"]
     assert len(s.of(RunDone)) == 1
     # The resumes get the handoff, which says how the last attempt ended.
-    seen = json.loads((s.outside / "attempt4.json").read_text())
+    seen = s.reported("attempt4.json")
     assert seen["handoff_file"] and "429" in seen["handoff"]
     ledger_retries = s.ledger("retry-scheduled")
     assert [(r["failures"], r["wait_s"]) for r in ledger_retries] == [(1, 0.5), (2, 1.0)]
@@ -706,8 +636,7 @@ async def test_death_by_a_signal_goes_to_recovery(scenario: Callable[..., Scenar
                 ["kill", "SIGKILL"],
             ]
         },
-        gates=ABC_GATES[:2],
-        episodes=ABC_EPISODES[:2],
+        gates=2,
     )
 
     code = await s.run_loop(policy("stop"))
@@ -772,7 +701,7 @@ async def test_an_agent_that_ignores_sigterm_is_killed_after_the_grace(
     s = scenario(
         {1: [["ignore", "SIGTERM"], ["print", "ignoring SIGTERM"], ["sleep", 60]]},
     )
-    before = s.workspace_state()
+    before = s.tree()
     loop = s.make_loop(policy("stop"), stop_grace=1.0)
     task = asyncio.create_task(loop.run())
     await _wait_for(lambda: any("ignoring SIGTERM" in line for line in loop.tail.plain_lines()), s)
@@ -792,7 +721,7 @@ async def test_an_agent_that_ignores_sigterm_is_killed_after_the_grace(
     assert facts.ending == "stopped" and facts.how == "stopped by you, attempt 1"
     assert not s.drift("claimed-done")
     assert s.ledger("agent-exited")[0]["stopped_by_user"] is True
-    assert s.workspace_state() == before
+    assert s.tree() == before
     await s.finish()
 
 
@@ -953,7 +882,7 @@ async def test_editing_the_contract_is_contract_drift_and_the_frozen_copy_holds(
     # The warning is in the ledger before the recovery, and in the handoff written for it.
     kinds = s.kinds()
     assert kinds.index("drift") < kinds.index("recovery-needed"), kinds
-    handoff = section_of((s.run.dir / "handoff.md").read_text(), "Drift warnings")
+    handoff = section((s.run.dir / "handoff.md").read_text(), "Drift warnings")
     assert "paella.toml changed during the run" in handoff, handoff
     assert kinds[-1] == "run-stopped", kinds
     await s.finish()
@@ -999,7 +928,7 @@ async def test_an_agent_command_that_does_not_exist_is_a_clear_error(
     scenario: Callable[..., Scenario],
 ) -> None:
     s = scenario({}, agent=["paella-no-such-agent-xyz", "{prompt}"])
-    before = s.workspace_state()
+    before = s.tree()
 
     code = await s.run_loop(policy("rollback"))
 
@@ -1012,5 +941,5 @@ async def test_an_agent_command_that_does_not_exist_is_a_clear_error(
     stopped = s.ledger("run-stopped")
     assert len(stopped) == 1 and "could not start" in stopped[0]["reason"]
     assert "agent-started" not in s.kinds()
-    assert s.workspace_state() == before and not s.ledger("checkpoint")
+    assert s.tree() == before and not s.ledger("checkpoint")
     await s.finish()

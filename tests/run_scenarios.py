@@ -1,0 +1,151 @@
+"""What the run-loop tests (``test_run_loop.py``) and the headless-command tests
+(``test_headless.py``) set up alike: a repository with a committed contract whose scripted agent
+(``tests/run_agents/plan_agent.py``) follows a plan per attempt, and the checks that nothing the
+test started is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import tomli_w
+from conftest import GitRunner, TreeState, capture_tree
+
+AGENT = Path(__file__).parent / "run_agents" / "plan_agent.py"
+
+Step = list[Any]
+
+
+def gate(name: str, cmd: str, **extra: Any) -> dict[str, Any]:
+    """A gate with a short timeout."""
+    return {"name": name, "cmd": cmd, "timeout": "10s", **extra}
+
+
+ABC_GATES = [
+    gate("g1", "test -f a.txt"),
+    gate("g2", "test -f b.txt"),
+    gate("g3", "test -f c.txt"),
+]
+"""Gate ``gN`` passes once the N-th of a.txt, b.txt, c.txt exists."""
+
+
+class PlannedRepo:
+    """A repository with a committed contract (``settle = "0.2s"``) whose agent follows a plan."""
+
+    def __init__(
+        self,
+        repo: Path,
+        tmp_path: Path,
+        git: GitRunner,
+        plan: dict[int | str, list[Step]],
+        *,
+        gates: list[dict[str, Any]],
+        episodes: list[dict[str, Any]],
+        agent: list[str] | None = None,
+        run: dict[str, Any] | None = None,
+        retry: dict[str, Any] | None = None,
+        constraints: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.repo = repo
+        self.git = git
+        self.outside = tmp_path / "outside"
+        """A folder outside the repository, for the plan and the agent's reports."""
+        self.outside.mkdir()
+        plan_file = self.outside / "plan.json"
+        text = json.dumps({str(k): v for k, v in plan.items()})
+        # "{outside}" in a step is a folder outside the repository, for the agent's reports.
+        plan_file.write_text(text.replace("{outside}", str(self.outside)))
+        self.trace_file = self.outside / "trace.txt"
+        self.pids_file = self.outside / "pids.txt"
+        self.flood_file = self.outside / "flood.json"
+        self.env = {
+            "PLAN_TRACE": str(self.trace_file),
+            "PLAN_PIDS": str(self.pids_file),
+            "PLAN_FLOOD": str(self.flood_file),
+        }
+        """Where the agent writes its trace, the pids it spawned and its flood report."""
+        data: dict[str, Any] = {
+            "run": {
+                "prompt": "Make the gates pass, episode by episode.",
+                "agent": agent or [sys.executable, str(AGENT), str(plan_file)],
+                **(run or {}),
+            },
+            "retry": {"backoff": "0.5s", **(retry or {})},
+            "watch": {"settle": "0.2s"},
+            "gates": {"jobs": 2},
+            "gate": gates,
+            "episode": episodes,
+        }
+        if constraints:
+            data["constraint"] = constraints
+        (repo / "paella.toml").write_text(tomli_w.dumps(data))
+        git(repo, "add", "paella.toml")
+        git(repo, "commit", "-q", "-m", "contract")
+        self.head0 = git.head(repo)
+        self.children_before: set[tuple[int, float]] = set()
+        """This test process's children before the test began."""
+
+    def trace(self) -> str:
+        """What the agent did, step by step, for assertion messages."""
+        return self.trace_file.read_text() if self.trace_file.exists() else "(no agent trace)"
+
+    def spawned(self) -> dict[str, int]:
+        """The pids of the processes the agent spawned, by name."""
+        if not self.pids_file.exists():
+            return {}
+        return {
+            name: int(pid)
+            for name, pid in (line.split() for line in self.pids_file.read_text().splitlines())
+        }
+
+    def reported(self, name: str) -> dict[str, Any]:
+        """What the agent recorded (a ``record`` step) in ``{outside}/name``."""
+        data: dict[str, Any] = json.loads((self.outside / name).read_text())
+        return data
+
+    def ref(self, name: str) -> str | None:
+        """The commit ``name`` names in the repository, or None."""
+        return self.git.run(self.repo, "rev-parse", "--verify", "-q", name).stdout.strip() or None
+
+    def tree(self) -> TreeState:
+        """The work tree (everything but .git), byte for byte."""
+        return capture_tree(self.repo)
+
+
+def new_children(before: set[tuple[int, float]]) -> list[psutil.Process]:
+    """This process's descendants that were not there when the test began (zombies included)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if (child.pid, child.create_time()) not in before:
+                found.append(child)
+    return found
+
+
+@contextlib.contextmanager
+def children_killed_after() -> Iterator[set[tuple[int, float]]]:
+    """Our children when the test began (other tests' leftovers are not this test's to judge);
+    after the test and its assertions, whatever it left is killed so a failure cannot spread."""
+    before = set()
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            before.add((child.pid, child.create_time()))
+    yield before
+    for child in new_children(before):
+        with contextlib.suppress(psutil.Error, ChildProcessError):
+            child.kill()
+            child.wait(2)
+
+
+def section(markdown: str, title: str) -> str:
+    """The text of a handoff's ``## title`` section."""
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", markdown, re.M | re.S)
+    assert match, f"no section {title!r} in:\n{markdown}"
+    return match.group(1)
