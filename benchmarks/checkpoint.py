@@ -47,6 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import log
+from benchmarks.machine import cores_line, git_version, python_line
+from benchmarks.stats import median, ms, p90
 from supervisor import checkpoints as ckpt
 from supervisor.checkpoints import SnapshotRecord, take_checkpoint
 from supervisor.gitcli import Git
@@ -102,11 +105,6 @@ TOKENS = (
 # Small helpers
 
 
-def log(message: str) -> None:
-    """Progress on stderr, so that stdout holds only the report."""
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
 def clean_env() -> dict[str, str]:
     """The environment of a user's shell in the benchmark repository: no GIT_* or paella overrides."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != STATE_DIR_ENV}
@@ -140,23 +138,6 @@ def git(
 def git_out(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
     """Run git and return its stdout as stripped text."""
     return git(repo, *args, env=env).stdout.decode(errors="replace").strip()
-
-
-def median(samples: Sequence[float]) -> float:
-    """The median of the samples."""
-    return statistics.median(samples)
-
-
-def p90(samples: Sequence[float]) -> float:
-    """The 90th percentile (inclusive method; the single sample when there is one)."""
-    if len(samples) < 2:
-        return samples[0]
-    return statistics.quantiles(samples, n=10, method="inclusive")[-1]
-
-
-def ms(seconds: float) -> str:
-    """Seconds as milliseconds for the tables."""
-    return f"{seconds * 1000:,.1f} ms"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -888,21 +869,10 @@ def profile(bench: Bench, runs: int) -> list[str]:
 
 def machine() -> list[str]:
     """The machine, python and git, as Markdown bullet lines."""
-    cpu = "?"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem = "?"
-    with contextlib.suppress(OSError, IndexError, ValueError):
-        kb = int(Path("/proc/meminfo").read_text().splitlines()[0].split()[1])
-        mem = f"{kb / 1024 / 1024:.1f} GiB"
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return [
-        f"- nproc: {nproc} ({cpu}), memory {mem}",
-        f"- python: {platform.python_version()} ({sys.executable})",
-        f"- git: {git_out(Path.cwd(), 'version').removeprefix('git version ')}",
+        cores_line(),
+        python_line(),
+        f"- git: {git_version()}",
         f"- os: {platform.platform()}",
     ]
 

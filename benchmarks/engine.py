@@ -45,16 +45,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import platform
 import pty
 import signal
-import statistics
 import subprocess
 import sys
-import tempfile
 import termios
 import threading
 import time
@@ -64,9 +61,26 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import tomli_w
 import watchfiles
 
+from benchmarks.harness import (
+    AGENT_PRELUDE,
+    clean_env,
+    commit_workspace,
+    log,
+    new_repo,
+    work_folder,
+)
+from benchmarks.machine import cores_line, git_version, nproc, python_line
+from benchmarks.probes import (
+    children_cpu,
+    lateness_monitor,
+    process_cpu,
+    sha256_file,
+    thread_schedstat,
+    vm_status,
+)
+from benchmarks.stats import median, ms, p95
 from supervisor.agent_process import AgentProcess
 from supervisor.contract import load_contract
 from supervisor.events import (
@@ -88,34 +102,19 @@ IDLE_CPU_TARGET = 1.0  # % of one core
 IDLE_RSS_TARGET_MB = 120.0
 FLOOD_RSS_TARGET_MB = 200.0
 KEYS_TARGET_S = 0.200
-LATENESS_TICK_S = 0.010
 SLOW_GATE_S = 1.0
 SLOW_LABEL = "changed a file, gate b takes 1 s"
 MB = 1024 * 1024
 
-# The scripted agent. Modes:
+# The scripted agent: harness.AGENT_PRELUDE (``stamp``, ``flood``, ...), then its modes:
 #   exit GO STAMP CODE [TOUCH]  wait until GO exists (or GO is a number: sleep that long),
 #                               optionally write TOUCH, write time.time() to STAMP, os._exit(CODE)
 #   flood N DIR                 write N lines to stdout, then DIR/flood.json (sha256, bytes,
 #                               start and end times)
 #   sleep S                     sleep S seconds
-AGENT = r"""
-import hashlib, json, os, sys, time
-
-def stamp(path):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.write(fd, repr(time.time()).encode())
-    os.close(fd)
-
-LETTERS = b"abcdefghijklmnopqrstuvwxyz" * 5
-
-def blocks(n):
-    for start in range(0, n, 1000):
-        yield b"".join(
-            b"%07d %s\n" % (i, LETTERS[i % 26 : i % 26 + 91])
-            for i in range(start, min(n, start + 1000))
-        )
-
+AGENT = (
+    AGENT_PRELUDE
+    + r"""
 mode = sys.argv[1]
 if mode == "exit":
     go, out, code = sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -132,78 +131,22 @@ if mode == "exit":
 elif mode == "flood":
     n, folder = int(sys.argv[2]), sys.argv[3]
     started = time.time()
-    digest, size = hashlib.sha256(), 0
-    for block in blocks(n):
-        digest.update(block)
-        size += len(block)
-        view = memoryview(block)
-        while view:
-            view = view[os.write(1, view):]
-    done = {"sha256": digest.hexdigest(), "bytes": size, "started": started, "ended": time.time()}
-    with open(os.path.join(folder, "flood.json"), "w") as handle:
-        json.dump(done, handle)
+    digest = hashlib.sha256()
+    size = flood(n, digest)
+    record_flood(os.path.join(folder, "flood.json"), digest, size, started)
 elif mode == "sleep":
     time.sleep(float(sys.argv[2]))
 """
+)
 
 
 # ----------------------------------------------------------------------------------------------
 # Small helpers
 
 
-def log(message: str) -> None:
-    """Progress on stderr, so that stdout holds only the report."""
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def median(samples: Sequence[float]) -> float:
-    """The median of the samples."""
-    return statistics.median(samples)
-
-
-def p95(samples: Sequence[float]) -> float:
-    """The 95th percentile (inclusive method; the single sample when there is one)."""
-    if len(samples) < 2:
-        return samples[0]
-    return statistics.quantiles(samples, n=20, method="inclusive")[-1]
-
-
-def ms(seconds: float) -> str:
-    """Seconds as milliseconds for the tables."""
-    return f"{seconds * 1000:,.1f} ms"
-
-
-def clean_env() -> dict[str, str]:
-    """Our environment without git or paella overrides that would point somewhere else."""
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if not (k.startswith("GIT_") or k == STATE_DIR_ENV or k.startswith("PAELLA_"))
-    }
-
-
 def read_float(path: Path) -> float:
     """The number a stamp file holds."""
     return float(path.read_text().strip())
-
-
-def vm_hwm(pid: int | str = "self") -> int:
-    """The peak resident set size of a process (``VmHWM``), in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def sha256_file(path: Path) -> tuple[str, int]:
-    """The sha256 and size of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as handle:
-        while chunk := handle.read(MB):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
 
 
 # ----------------------------------------------------------------------------------------------
@@ -227,11 +170,6 @@ class Bench:
         return [sys.executable, "-S", str(self.agent), *args]
 
 
-def git(repo: Path, *args: str) -> None:
-    """Run git in ``repo`` (checked, quiet)."""
-    subprocess.run(["git", *args], cwd=repo, env=clean_env(), check=True, capture_output=True)
-
-
 def make_workspace(
     bench: Bench,
     name: str,
@@ -250,22 +188,13 @@ def make_workspace(
     root = bench.root / name
     stamps = bench.root / f"{name}-stamps"
     stamps.mkdir(parents=True)
-    (root / "src").mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    for key, value in (
-        ("user.name", "bench"),
-        ("user.email", "bench@localhost"),
-        ("commit.gpgsign", "false"),
-        ("gc.auto", "0"),
-    ):
-        git(root, "config", key, value)
+    new_repo(root)
     for i in range(bench.files):
         folder = root / "src" / f"pkg{i % 20:02d}"
         folder.mkdir(exist_ok=True)
         (folder / f"mod_{i:05d}.py").write_text(
             f'"""Module {i}."""\n\n' + "".join(f"VALUE_{j} = {i * j}\n" for j in range(40))
         )
-    (root / ".gitignore").write_text("*.log\n__pycache__/\n")
     contract: dict[str, Any] = {
         "run": {"prompt": "benchmark", "agent": agent, "tty": tty, "stall_after": "2h"},
         "watch": {"settle": f"{settle:g}s"},
@@ -284,9 +213,7 @@ def make_workspace(
         ],
         "episode": [{"name": "bench", "gates": ["a", "b"]}],
     }
-    (root / "paella.toml").write_text(tomli_w.dumps(contract))
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "benchmark workspace")
+    commit_workspace(root, contract)
     return root
 
 
@@ -580,15 +507,6 @@ async def measure_settle(bench: Bench, n: int) -> dict[str, list[float]]:
 # 3 and 4: child processes (a supervisor alone in its process)
 
 
-async def lateness_monitor(samples: list[tuple[float, float]], stop: asyncio.Event) -> None:
-    """Sleep 10 ms in a loop; note how late each wake-up was (time, lateness)."""
-    loop = asyncio.get_running_loop()
-    while not stop.is_set():
-        started = loop.time()
-        await asyncio.sleep(LATENESS_TICK_S)
-        samples.append((time.time(), loop.time() - started - LATENESS_TICK_S))
-
-
 def emit_json(data: dict[str, Any]) -> None:
     """One JSON line on stdout, for the parent."""
     print(json.dumps(data), flush=True)
@@ -608,7 +526,7 @@ async def child_idle(workspace: Path) -> None:
     await asyncio.sleep(1.5)  # the first stats and ticks
     emit_ready()
     code = await task
-    emit_json({"code": code, "hwm": vm_hwm()})
+    emit_json({"code": code, "hwm": vm_status("VmHWM")})
 
 
 async def child_idle_baseline() -> None:
@@ -621,7 +539,7 @@ async def child_idle_baseline() -> None:
     await stop.wait()
     proc.terminate()
     await proc.wait()
-    emit_json({"code": 0, "hwm": vm_hwm()})
+    emit_json({"code": 0, "hwm": vm_status("VmHWM")})
 
 
 async def child_flood(workspace: Path) -> None:
@@ -648,7 +566,7 @@ async def child_flood(workspace: Path) -> None:
             "exited_event": recorder.first(AgentExited),
             "log": str(run.dir / "agent.log"),
             "tail_bytes": loop.tail.total_bytes,
-            "hwm": vm_hwm(),
+            "hwm": vm_status("VmHWM"),
             "lateness": samples,
         }
     )
@@ -715,7 +633,7 @@ async def child_flood_baseline(bench_root: Path, lines: int, tty: bool) -> None:
     stop.set()
     await monitor
     emit_json(
-        {"code": code, "drained": drained, "log": str(log_path), "hwm": vm_hwm()}
+        {"code": code, "drained": drained, "log": str(log_path), "hwm": vm_status("VmHWM")}
         | {"lateness": samples}
     )
 
@@ -763,23 +681,6 @@ def read_json_line(proc: subprocess.Popen[str]) -> dict[str, Any]:
     return result
 
 
-def thread_cpu(pid: int) -> dict[int, float]:
-    """CPU seconds of each live thread of ``pid``, from ``/proc/<pid>/task/*/schedstat`` (ns)."""
-    found: dict[int, float] = {}
-    with contextlib.suppress(OSError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                text = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text()
-                found[int(tid)] = int(text.split()[0]) / 1e9
-    return found
-
-
-def process_cpu(proc: psutil.Process) -> float:
-    """User + system CPU seconds of the process itself (psutil; 10 ms clock ticks)."""
-    times = proc.cpu_times()
-    return times.user + times.system
-
-
 @dataclass
 class IdleResult:
     """What sampling one idle child gave."""
@@ -813,15 +714,10 @@ def measure_idle(bench: Bench, seconds: float) -> tuple[IdleResult, IdleResult]:
     try:
         ready = {name: read_json_line(proc) for name, proc in kids.items()}
         ps = {name: psutil.Process(proc.pid) for name, proc in kids.items()}
-
-        def children(p: psutil.Process) -> float:
-            times = p.cpu_times()
-            return times.children_user + times.children_system
-
         start_wall = last_wall = time.monotonic()
         start_cpu = {n: process_cpu(p) for n, p in ps.items()}
-        start_children = {n: children(p) for n, p in ps.items()}
-        start_threads = {n: thread_cpu(p.pid) for n, p in ps.items()}
+        start_children = {n: children_cpu(p) for n, p in ps.items()}
+        start_threads = {n: thread_schedstat(p.pid) for n, p in ps.items()}
         last = {n: sum(t.values()) for n, t in start_threads.items()}
         intervals: dict[str, list[float]] = {n: [] for n in ps}
         rss: dict[str, list[int]] = {n: [] for n in ps}
@@ -829,7 +725,7 @@ def measure_idle(bench: Bench, seconds: float) -> tuple[IdleResult, IdleResult]:
             time.sleep(min(1.0, seconds - (now - start_wall)))
             wall = time.monotonic()
             for name, p in ps.items():
-                spent = sum(thread_cpu(p.pid).values())
+                spent = sum(thread_schedstat(p.pid).values())
                 intervals[name].append(max(0.0, spent - last[name]) / (wall - last_wall) * 100)
                 last[name] = spent
                 rss[name].append(p.memory_info().rss)
@@ -838,7 +734,7 @@ def measure_idle(bench: Bench, seconds: float) -> tuple[IdleResult, IdleResult]:
         results: dict[str, IdleResult] = {}
         for name, p in ps.items():
             known = {int(k): v for k, v in ready[name].get("threads", {}).items()}
-            end_threads = thread_cpu(p.pid)
+            end_threads = thread_schedstat(p.pid)
             threads: dict[str, float] = {}
             for tid, spent in end_threads.items():
                 label = known.get(tid, f"thread {tid}")
@@ -850,9 +746,9 @@ def measure_idle(bench: Bench, seconds: float) -> tuple[IdleResult, IdleResult]:
                 * 100,
                 per_interval=intervals[name],
                 rss_samples=rss[name],
-                hwm=vm_hwm(p.pid),
+                hwm=vm_status("VmHWM", p.pid),
                 threads=threads,
-                children_cpu=children(p) - start_children[name],
+                children_cpu=children_cpu(p) - start_children[name],
             )
     finally:
         for proc in kids.values():
@@ -963,27 +859,19 @@ def fsync_probe(folder: Path, n: int = 30) -> str:
 def load_line(before: float) -> str:
     """The 1-minute load average before and after the run, and what a high one means."""
     after = os.getloadavg()[0]
-    nproc = len(os.sched_getaffinity(0))
-    busy = " (over nproc: other work competed for the cores)" if max(before, after) > nproc else ""
+    busy = (
+        " (over nproc: other work competed for the cores)" if max(before, after) > nproc() else ""
+    )
     return f"- load average (1 min): {before:.2f} before the run, {after:.2f} after{busy}"
 
 
 def machine() -> list[str]:
     """The machine, as Markdown bullet lines."""
-    cpu = "?"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    git_version = subprocess.run(["git", "version"], capture_output=True, text=True).stdout
     return [
-        f"- nproc: {nproc} ({cpu}), memory {psutil.virtual_memory().total / 1024**3:.1f} GiB",
-        f"- python: {platform.python_version()} ({sys.executable})",
+        cores_line(),
+        python_line(),
         f"- kernel: {platform.system()} {platform.release()}",
-        f"- git: {git_version.strip().removeprefix('git version ')}; watchfiles "
-        f"{watchfiles.__version__}; psutil {psutil.__version__}",
+        f"- git: {git_version()}; watchfiles {watchfiles.__version__}; psutil {psutil.__version__}",
     ]
 
 
@@ -1271,11 +1159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.pop(STATE_DIR_ENV, None)
     idle_seconds = 15.0 if args.quick else 60.0
     with contextlib.ExitStack() as stack:
-        if args.keep is not None:
-            root = args.keep.resolve()
-            root.mkdir(parents=True)
-        else:
-            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="paella-engine-")))
+        root = work_folder(stack, args.keep, "paella-engine-")
         bench = Bench(root=root, files=args.files)
         bench.agent.write_text(AGENT)
         load_before = os.getloadavg()[0]

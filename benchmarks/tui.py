@@ -47,7 +47,6 @@ import argparse
 import asyncio
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import platform
@@ -59,7 +58,6 @@ import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import termios
 import threading
 import time
@@ -71,7 +69,25 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import tomli_w
+
+from benchmarks.harness import (
+    AGENT_PRELUDE,
+    clean_env,
+    commit_workspace,
+    log,
+    new_repo,
+    work_folder,
+)
+from benchmarks.machine import cores_line, nproc
+from benchmarks.probes import (
+    children_cpu,
+    lateness_monitor,
+    process_cpu,
+    sha256_file,
+    thread_schedstat,
+    vm_status,
+)
+from benchmarks.stats import ms, p95
 
 SIZE = (120, 36)
 SETTLE = "0.5s"
@@ -80,7 +96,6 @@ FLOOD_RSS_TARGET_MB = 200.0
 DEATH_TARGET_S = 0.250
 SLOW_GATE_S = 2.0
 KEY_TIMEOUT_S = 10.0
-LATENESS_TICK_S = 0.010
 MB = 1024 * 1024
 CACHED = "gates cached at death"
 SLOW = "a gate takes 2 s on the final tree"
@@ -92,33 +107,23 @@ IDLE_AGENT = ["sleep", "3600"]
 TERM = "xterm-256color"
 FIRST_MINUTE_S = 60.0
 """While the gates ran less than a minute ago, their ages ("ran 5s ago") change every second."""
+TMUX_VARS = ("TMUX", "TMUX_PANE")
+"""Left out of the children's environment: inside tmux, paella's alerts also run
+``tmux display-message`` and wrap their escape sequences for tmux, which the run under test
+must not do."""
 
-# The scripted agent. Modes:
+# The scripted agent: harness.AGENT_PRELUDE (``stamp``, ``flood``, ...), then its modes:
 #   flood GO N DIR          for k = 1, 2, ...: wait until GO-k exists (exit 0 once GO-stop does);
 #                           write DIR/flood-start-k, then N lines to stdout, then DIR/flood-k.json
 #                           (sha256 and bytes of everything written so far, start and end times)
 #   exit GO STAMP CODE [TOUCH]  wait until GO exists, optionally write TOUCH, write time.time()
 #                           to STAMP, os._exit(CODE)
-AGENT = r"""
-import hashlib, json, os, sys, time
-
-def stamp(path):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.write(fd, repr(time.time()).encode())
-    os.close(fd)
-
+AGENT = (
+    AGENT_PRELUDE
+    + r"""
 def wait_for(path):
     while not os.path.exists(path):
         time.sleep(0.02)
-
-LETTERS = b"abcdefghijklmnopqrstuvwxyz" * 5
-
-def blocks(n):
-    for start in range(0, n, 1000):
-        yield b"".join(
-            b"%07d %s\n" % (i, LETTERS[i % 26 : i % 26 + 91])
-            for i in range(start, min(n, start + 1000))
-        )
 
 mode = sys.argv[1]
 if mode == "flood":
@@ -132,15 +137,8 @@ if mode == "flood":
             time.sleep(0.02)
         started = time.time()
         stamp(os.path.join(folder, f"flood-start-{k}"))
-        for block in blocks(n):
-            digest.update(block)
-            size += len(block)
-            view = memoryview(block)
-            while view:
-                view = view[os.write(1, view):]
-        done = {"sha256": digest.hexdigest(), "bytes": size, "started": started, "ended": time.time()}
-        with open(os.path.join(folder, f"flood-{k}.json"), "w") as handle:
-            json.dump(done, handle)
+        size += flood(n, digest)
+        record_flood(os.path.join(folder, f"flood-{k}.json"), digest, size, started)
 elif mode == "exit":
     go, out, code = sys.argv[2], sys.argv[3], int(sys.argv[4])
     wait_for(go)
@@ -150,55 +148,11 @@ elif mode == "exit":
     stamp(out)
     os._exit(code)
 """
+)
 
 
 # ----------------------------------------------------------------------------------------------
 # Small helpers
-
-
-def log(message: str) -> None:
-    """Progress on stderr, so that stdout holds only the report."""
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def p95(samples: Sequence[float]) -> float:
-    """The 95th percentile (inclusive method; the single sample when there is one)."""
-    if len(samples) < 2:
-        return samples[0]
-    return statistics.quantiles(samples, n=20, method="inclusive")[-1]
-
-
-def ms(seconds: float) -> str:
-    """Seconds as milliseconds for the tables."""
-    return f"{seconds * 1000:,.1f} ms"
-
-
-def clean_env() -> dict[str, str]:
-    """Our environment without git, paella or tmux variables that would change what runs."""
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if not (k.startswith(("GIT_", "PAELLA_")) or k in ("TMUX", "TMUX_PANE"))
-    }
-
-
-def vm_status(field: str, pid: int | str = "self") -> int:
-    """A ``/proc/<pid>/status`` memory field (``VmHWM``, ``VmRSS``), in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def sha256_file(path: Path) -> tuple[str, int]:
-    """The sha256 and size of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as handle:
-        while chunk := handle.read(MB):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
 
 
 def missing(path: Path) -> bool:
@@ -206,26 +160,12 @@ def missing(path: Path) -> bool:
     return not path.exists()
 
 
-def git(repo: Path, *args: str) -> None:
-    """Run git in ``repo`` (checked, quiet)."""
-    subprocess.run(["git", *args], cwd=repo, env=clean_env(), check=True, capture_output=True)
-
-
 def make_workspace(root: Path, name: str, *, agent: list[str], gate_b: str = "true") -> Path:
     """A committed git repository of 200 small files with a paella.toml: two tiny gates."""
     repo = root / name
-    (repo / "src").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    for key, value in (
-        ("user.name", "bench"),
-        ("user.email", "bench@localhost"),
-        ("commit.gpgsign", "false"),
-        ("gc.auto", "0"),
-    ):
-        git(repo, "config", key, value)
+    new_repo(repo)
     for i in range(200):
         (repo / "src" / f"mod_{i:03d}.py").write_text(f'"""Module {i}."""\n\nVALUE = {i}\n')
-    (repo / ".gitignore").write_text("*.log\n__pycache__/\n")
     contract: dict[str, Any] = {
         "run": {"name": name, "prompt": "benchmark", "agent": agent, "stall_after": "2h"},
         "watch": {"settle": SETTLE},
@@ -235,9 +175,7 @@ def make_workspace(root: Path, name: str, *, agent: list[str], gate_b: str = "tr
         ],
         "episode": [{"name": "bench", "gates": ["a", "b"]}],
     }
-    (repo / "paella.toml").write_text(tomli_w.dumps(contract))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "benchmark workspace")
+    commit_workspace(repo, contract)
     return repo
 
 
@@ -397,15 +335,6 @@ def key_plan(n: int, seed: int) -> list[tuple[str, float]]:
         pause = rng.choice((0.0, rng.uniform(0.01, 0.1), rng.uniform(0.1, 0.35)))
         plan.append((keys[i % 3], pause))
     return plan
-
-
-async def lateness_monitor(samples: list[tuple[float, float]], stop: asyncio.Event) -> None:
-    """Sleep 10 ms in a loop on the App's event loop; note how late each wake-up was."""
-    loop = asyncio.get_running_loop()
-    while not stop.is_set():
-        started = loop.time()
-        await asyncio.sleep(LATENESS_TICK_S)
-        samples.append((time.time(), loop.time() - started - LATENESS_TICK_S))
 
 
 def rss_sampler(samples: list[tuple[float, int]], stop: threading.Event) -> None:
@@ -666,7 +595,7 @@ def spawn_child(
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         argv = [spy, "record", "-r", "250", "-f", "raw", "-o", str(profile / f"{part}.txt"),
                 "--", *argv]  # fmt: skip
-    subprocess.run(argv, env=clean_env(), check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, env=clean_env(drop=TMUX_VARS), check=True, stdout=subprocess.DEVNULL)
     result: dict[str, Any] | list[Any] = json.loads(out.read_text())
     return result
 
@@ -973,23 +902,6 @@ def thread_ticks(pid: int) -> dict[int, tuple[str, float]]:
     return found
 
 
-def thread_schedstat(pid: int) -> dict[int, float]:
-    """CPU seconds of each live thread of ``pid``, from ``/proc/<pid>/task/*/schedstat`` (ns)."""
-    found: dict[int, float] = {}
-    with contextlib.suppress(OSError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                text = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text()
-                found[int(tid)] = int(text.split()[0]) / 1e9
-    return found
-
-
-def process_cpu(proc: psutil.Process) -> float:
-    """User + system CPU seconds of the process itself, children excluded (psutil)."""
-    times = proc.cpu_times()
-    return times.user + times.system
-
-
 def tree_cpu(procs: Sequence[psutil.Process]) -> float:
     """User + system CPU seconds of the processes still alive among ``procs``."""
     total = 0.0
@@ -1058,13 +970,8 @@ def sample_idle(
 ) -> dict[str, IdleResult]:
     """Sample every child at the same time for ``window`` seconds (a sample a second)."""
     ps = {name: psutil.Process(kid.proc.pid) for name, kid in kids.items()}
-
-    def children(p: psutil.Process) -> float:
-        times = p.cpu_times()
-        return times.children_user + times.children_system
-
     start_cpu = {n: process_cpu(p) for n, p in ps.items()}
-    start_children = {n: children(p) for n, p in ps.items()}
+    start_children = {n: children_cpu(p) for n, p in ps.items()}
     start_ticks = {n: thread_ticks(p.pid) for n, p in ps.items()}
     start_sched = {n: thread_schedstat(p.pid) for n, p in ps.items()}
     start_bytes = {n: kid.received for n, kid in kids.items()}
@@ -1117,7 +1024,7 @@ def sample_idle(
             bytes_total=kids[name].received - start_bytes[name],
             threads=sorted(threads, key=lambda t: (-t.stat, -t.schedstat)),
             gone_threads=max(0.0, total - sum(t.stat for t in threads)),
-            children_cpu=children(p) - start_children[name],
+            children_cpu=children_cpu(p) - start_children[name],
             agent_cpu=end_agent - start_agent if name == "paella" else None,
         )
     return results
@@ -1215,7 +1122,7 @@ def measure_idle(root: Path, warmup: float, window: float) -> tuple[dict[str, Id
     repo = make_workspace(root, "idle", agent=IDLE_AGENT)
     env = {
         k: v
-        for k, v in clean_env().items()
+        for k, v in clean_env(drop=TMUX_VARS).items()
         if k not in ("COLUMNS", "LINES") and not k.startswith("TEXTUAL")
     } | {"TERM": TERM}
     kids: dict[str, TerminalChild] = {}
@@ -1382,17 +1289,10 @@ def machine(load_before: tuple[float, float, float]) -> list[str]:
     """The machine, as Markdown bullet lines."""
     import textual
 
-    cpu = "?"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    nproc = len(os.sched_getaffinity(0))
     after = os.getloadavg()
-    busy = " (over nproc: other work competed)" if max(load_before[0], after[0]) > nproc else ""
+    busy = " (over nproc: other work competed)" if max(load_before[0], after[0]) > nproc() else ""
     return [
-        f"- nproc: {nproc} ({cpu}), memory {psutil.virtual_memory().total / 1024**3:.1f} GiB",
+        cores_line(),
         f"- python: {platform.python_version()}; textual {textual.__version__}; "
         f"kernel {platform.release()}",
         "- load average (1, 5, 15 min): "
@@ -1421,8 +1321,11 @@ def flood_facts(result: dict[str, Any], lines: int) -> dict[str, Any]:
     }
 
 
+# py-spy names a file from the first folder up without an __init__.py: ``benchmarks/tui.py``.
+# The benchmark's own frames (this script, its shared modules) hold every sample or measure the
+# App from outside: they are left out, like the event loop's dispatch.
 _GENERIC_FRAMES = re.compile(
-    r"\((?:tui\.py|<frozen |asyncio/|selectors\.py|textual/(?:_callback|message_pump|timer|_context)\.py)"
+    r"\((?:benchmarks/|<frozen |asyncio/|selectors\.py|textual/(?:_callback|message_pump|timer|_context)\.py)"
 )
 
 
@@ -1435,7 +1338,7 @@ def profile_summary(path: Path, top: int = 12) -> list[str]:
     total = 0
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
-        if not count_text.isdigit() or not stack.startswith("<module> (tui.py"):
+        if not count_text.isdigit() or not stack.startswith("<module> (benchmarks/tui.py"):
             continue  # another thread (git and gate workers, watchers, the key sender)
         count = int(count_text)
         total += count
@@ -1510,13 +1413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = os.getloadavg()
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
-        if args.keep is not None:
-            root = args.keep.resolve()
-            root.mkdir(parents=True)
-        else:
-            root = Path(
-                stack.enter_context(tempfile.TemporaryDirectory(prefix="paella-bench-tui-"))
-            )
+        root = work_folder(stack, args.keep, "paella-bench-tui-")
         if args.profile is not None:
             args.profile.mkdir(parents=True, exist_ok=True)
         agent_path = root / "agent.py"
