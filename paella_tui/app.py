@@ -40,6 +40,7 @@ from supervisor.contract import Contract
 from supervisor.events import (
     AgentExited,
     CheckpointTaken,
+    EvaluationFinished,
     Event,
     Notice,
     RecoveryFacts,
@@ -245,6 +246,11 @@ class PaellaApp(App[int]):
         self.board.apply(event)
         if not self.is_running:
             return
+        recovery = self._recovery_screen
+        if isinstance(event, EvaluationFinished) and not event.stale and recovery is not None:
+            # The first verdict after the death is the final tree's (the screen may have opened
+            # while it was still running).
+            self.call_later(recovery.final_gates, event.results, set(self.board.ever_green))
         alert = alert_for(event)
         if isinstance(event, AgentExited) and self._quitting:
             alert = None  # a quit's own stop is no death

@@ -9,6 +9,8 @@ come back here.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from typing import ClassVar
 
 from textual import on
@@ -22,7 +24,7 @@ from textual.widgets.option_list import Option
 from paella_tui.diff_screen import DiffScreen
 from paella_tui.picker_screen import PickerScreen
 from supervisor.checkpoints import SnapshotRecord
-from supervisor.events import RecoveryFacts
+from supervisor.events import RED, GateResult, RecoveryFacts
 from supervisor.run_loop import Decision
 from supervisor.runs import Run
 from widgets.recovery_panel import RecoveryPanel
@@ -112,8 +114,34 @@ class RecoveryScreen(Screen[Decision]):
 
     def on_mount(self) -> None:
         """Highlight the default choice, so Enter on the list takes it too."""
+        self._highlight_default()
+
+    def _highlight_default(self) -> None:
         choices = self.query_one("#recovery-choices", OptionList)
         choices.highlighted = choices.get_option_index(self.facts.default)
+
+    async def final_gates(self, results: tuple[GateResult, ...], ever_green: Iterable[str]) -> None:
+        """The gates finished on the final tree after the screen opened: show their verdict.
+
+        The regressions and the default follow from them, as the engine would have said had it
+        waited: a person reading the screen a minute later must not read "still running".
+        """
+        if self.facts.gates_final:
+            return
+        was_green = set(ever_green)
+        regressions = tuple(r.gate for r in results if r.status in RED and r.gate in was_green)
+        default = "rollback" if regressions and self.facts.base is not None else "continue"
+        self.facts = dataclasses.replace(
+            self.facts,
+            gates_now=results,
+            regressions=regressions,
+            default=default,
+            gates_final=True,
+        )
+        if self.is_mounted:  # else compose reads the new facts when it mounts
+            await self.recompose()
+            self._highlight_default()
+            self.query_one("#recovery-choices", OptionList).focus()
 
     def _options(self) -> list[Option]:
         base = self.facts.base

@@ -480,3 +480,41 @@ def test_not_a_terminal_falls_back_to_headless_with_a_notice(repo: Path, paella)
     assert result.returncode == 0, result.stderr + result.stdout
     assert "not a terminal: running headless" in result.stderr
     assert "DONE" in result.stdout  # the headless printer ran the whole run
+
+
+async def test_the_recovery_screen_takes_in_the_final_gates_when_they_finish(repo: Path) -> None:
+    """The screen opens at once, while a slow gate still judges the final tree; when it finishes,
+    the screen shows its verdict (here a regression, so the default becomes the rollback)."""
+    from paella_tui.recovery_screen import RecoveryScreen
+
+    write_contract(repo, {1: "write a.txt; wait-ledger checkpoint; rm a.txt; exit 3"})
+    contract = repo / "paella.toml"
+    # Gate a takes 1.5 s: the recovery (within 250 ms of the death) cannot wait for it.
+    contract.write_text(
+        contract.read_text().replace('"test -f a.txt"', '"sh -c \\"sleep 1.5; test -f a.txt\\""')
+    )
+    run = new_run(repo)
+    app = make_app(run)
+    async with running(app) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, RecoveryScreen), "the recovery screen")
+        screen = app.screen
+        assert isinstance(screen, RecoveryScreen)
+        assert not screen.facts.gates_final  # opened 1.5 s before the gate can answer
+        await until(
+            pilot, lambda: "still running on the final tree" in screen_text(app), "the facts"
+        )
+        assert "Default: resume" in screen_text(app)  # no regression is known yet
+        await until(
+            pilot,
+            lambda: "REGRESSED" in screen_text(app) and "still running" not in screen_text(app),
+            "the final verdict on the screen",
+        )
+        assert screen.facts.gates_final
+        assert screen.facts.regressions == ("a",)
+        assert screen.facts.default == "rollback"
+        assert "Default: roll back" in screen_text(app)
+        await pilot.press("enter")  # the default now: roll back to checkpoint 1
+        await until(pilot, lambda: bool(ledger(run, "recovery-chosen")), "the choice recorded")
+        assert ledger(run, "recovery-chosen")[0]["choice"] == "rollback"
+        await app.settle_engine("test ended")
+    assert not any(alive(pid) for pid in agent_pids(run))

@@ -155,7 +155,7 @@ def _gate_rows(facts: RecoveryFacts) -> list[tuple[str, Content]]:
                 "",
                 Content.styled(
                     "◌ still running on the final tree: these are the newest results known; "
-                    "the gate table fills in the rest",
+                    "this screen takes in the verdict when it comes",
                     "dim",
                 ),
             )
