@@ -198,6 +198,8 @@ def test_paella_status_says_what_the_agent_reported(
     assert shown.returncode == 0, shown.stderr
     assert "agent reported: 2 turns, 1.3k tokens (1.2k in, 60 out), $0.01" in shown.stdout
     assert f"agent session: {OPENCODE_SID}" in shown.stdout
+    tmux = paella(repo, "status", "--tmux").stdout.strip()
+    assert tmux == "paella ✓ done ep 1/1 ✓1 ✗0 $0.01"
     status = json.loads(paella(repo, "status", "--json").stdout)
     assert status["agent"]["usage"] == {
         "turns": 2,

@@ -9,7 +9,7 @@ from typing import Any
 
 from paella_tui.commands.context import Context
 from paella_tui.ledger_text import timestamped
-from supervisor.events import Usage
+from supervisor.events import Usage, compact_count
 from supervisor.run_view import RunView
 
 _GATE_MARK = {
@@ -96,6 +96,11 @@ def _tmux_line(status: dict[str, Any] | None) -> str:
         parts.append(f"✓{green} ✗{red}")
     if status["drift"]:
         parts.append(f"⚠{len(status['drift'])}")
+    usage = Usage.from_record(status["agent"].get("usage"))
+    if usage.cost_usd is not None:
+        parts.append(f"${usage.cost_usd:.2f}")
+    elif usage.tokens:
+        parts.append(f"{compact_count(usage.tokens)} tok")
     return " ".join(parts)
 
 
