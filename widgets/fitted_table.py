@@ -45,6 +45,8 @@ class FittedTable(DataTable[Text]):
             id=id,
             classes=classes,
         )
+        self.widths: tuple[int, ...] = ()
+        """The column widths of the last redraw."""
 
     # --- what a subclass says -------------------------------------------------------------
 
@@ -78,6 +80,7 @@ class FittedTable(DataTable[Text]):
         fixed = self.column_widths(width)
         flexible = max(1, width - sum(w for w in fixed if w is not None))
         widths = tuple(flexible if w is None else w for w in fixed)
+        self.widths = widths
         self.clear(columns=True)
         for index, column_width in enumerate(widths):
             self.add_column("", width=column_width, key=f"c{index}")

@@ -47,6 +47,8 @@ class GateRow:
 
 WIDE = 46
 """From this width the table also says when each gate last ran."""
+AGE_COLUMN = 4
+"""The "ran … ago" column (shown only at WIDE and over)."""
 
 
 class GateTable(FittedTable):
@@ -86,11 +88,22 @@ class GateTable(FittedTable):
         if self.size.width < WIDE:
             return
         ages = tuple(self._age(row) for row in self.gates)
-        if ages != self._ages:
-            self._ages = ages
+        if ages == self._ages:
+            return
+        before, self._ages = self._ages, ages
+        widths = self.widths
+        if len(before) != len(ages) or len(widths) != 6 or self.row_count != len(ages):
             self.redraw()
+            return
+        # Only the "ran … ago" cells that read differently: rebuilding the table every second
+        # while a gate's age counts seconds is most of an idle minute's CPU.
+        for index, row in enumerate(self.gates):
+            if before[index] != ages[index]:
+                cell = self.row_cells(row, widths)[AGE_COLUMN]
+                self.update_cell(f"r{index}", f"c{AGE_COLUMN}", cell)
 
     def _age(self, row: GateRow) -> str:
+        """``4s ago``, ``2m ago``: how long ago the gate was judged ("" before it was)."""
         return age(self.now - row.finished_at) if row.finished_at and self.now else ""
 
     def _retitle(self) -> None:
