@@ -63,15 +63,6 @@ _PERMISSIONS = {
 }
 """What each profile's permission flag allows, as comment lines (each within WIDTH)."""
 
-_STREAM_FLAGS = {
-    "claude": "--output-format stream-json --verbose",
-    "codex": "--json",
-    "gemini": "-o stream-json",
-    "opencode": "--format json",
-}
-"""The flags in each profile's start and resume commands that turn its JSON stream on; aider
-has none. (Claude Code refuses stream-json in print mode without --verbose, hence both.)"""
-
 _PLACEHOLDER_WORD = re.compile(r"\{(?:" + "|".join(sorted(PLACEHOLDERS)) + r")\}")
 
 _MAKE_TEST_TARGET = re.compile(r"^(?:[^\s:#=]+[ \t]+)*test(?:[ \t]+[^\s:#=]+)*[ \t]*:(?!=)", re.M)
@@ -201,12 +192,13 @@ def _key(key: str, value: object, *, commented: bool = False) -> str:
 def _stream_note(profile: str) -> list[str]:
     """Comment lines: which flags turn the profile's JSON stream on, and what paella does
     with it."""
-    flags = _STREAM_FLAGS.get(profile)
-    if flags is None:
+    stream = AGENT_PROFILES[profile].stream_flags
+    if not stream:
         return _wrap(
             f"{profile} has no JSON stream: the log view shows its output as plain text, and no"
             " session id, turns, tokens or cost are read from it."
         )
+    flags = " ".join(stream[0])
     return _wrap(
         f"With {flags} the agent writes a JSON stream that paella decodes: the log view"
         " shows the messages, tool calls, edits and errors, and the session id, turns, tokens"

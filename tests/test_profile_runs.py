@@ -358,7 +358,7 @@ gates = ["done"]
     checked = paella(repo, "check").stdout
     assert (
         "agent output: raw text, no session id captured: add --output-format stream-json"
-        " to `agent`" in checked
+        " --verbose to `agent`" in checked
     )
     assert "resume output: decoded (readable log, session id, turns, tokens, cost)" in checked
 

@@ -107,7 +107,7 @@ def profile_notes(contract: Contract) -> list[str]:
         return []
     if profile.decoder is None:
         return [f"output: plain text ({profile.name} has no JSON stream)"]
-    flags = " or ".join(" ".join(f) for f in profile.stream_flags)
+    flags = " ".join(profile.stream_flags[0])
     commands = [("agent", run.agent)] + ([("resume", run.resume)] if run.resume else [])
     lines = []
     for key, template in commands:

@@ -49,7 +49,8 @@ class Profile:
     resume: Args
     """The resume argv template; uses `{session_id}` where the agent resumes by id."""
     stream_flags: tuple[Args, ...] = ()
-    """Runs of arguments that turn on the agent's JSON-lines stream (any one of them)."""
+    """Runs of arguments that turn on the agent's JSON-lines stream (any one of them); the first
+    is the one its own commands use."""
     newest_session: tuple[tuple[Args, Args], ...] = ()
     """(resume by id, resume the newest session here) argument pairs, e.g. `-r {session_id}`
     and `-c`: how a resume reads when no session id was seen."""

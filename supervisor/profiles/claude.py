@@ -24,8 +24,9 @@ from supervisor.profiles.stream import (
     text_lines,
 )
 
-STREAM_FLAGS = (("--output-format", "stream-json"),)
-"""Any of these runs of arguments in the command turns the JSON stream on."""
+STREAM_FLAGS = (("--output-format", "stream-json", "--verbose"), ("--output-format", "stream-json"))
+"""Any of these runs of arguments in the command turns the JSON stream on; the first is how the
+commands write it (Claude Code refuses stream-json in print mode without --verbose)."""
 NEWEST_SESSION = (
     (("-r", "{session_id}"), ("-c",)),
     (("--resume", "{session_id}"), ("--continue",)),
