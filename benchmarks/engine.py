@@ -81,19 +81,19 @@ from benchmarks.probes import (
     vm_status,
 )
 from benchmarks.stats import median, ms, p95
-from supervisor.agent_process import AgentProcess
-from supervisor.contract import load_contract
-from supervisor.events import (
+from paella_tui.supervisor.agent_process import AgentProcess
+from paella_tui.supervisor.contract import load_contract
+from paella_tui.supervisor.events import (
     AgentExited,
     AgentStarted,
     Event,
     GateStarted,
     RecoveryNeeded,
 )
-from supervisor.run_loop import RunLoop, install_signal_handlers, policy
-from supervisor.runs import RunStore
-from supervisor.watcher import DEBOUNCE_MS, STEP_MS
-from supervisor.workspace import STATE_DIR_ENV, Workspace
+from paella_tui.supervisor.run_loop import RunLoop, install_signal_handlers, policy
+from paella_tui.supervisor.runs import RunStore
+from paella_tui.supervisor.watcher import DEBOUNCE_MS, STEP_MS
+from paella_tui.supervisor.workspace import STATE_DIR_ENV, Workspace
 
 DEATH_TARGET_S = 0.250
 SETTLE_S = 1.0

@@ -355,9 +355,9 @@ async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 
 def new_app(workspace: Path) -> tuple[Any, Any]:
     """A fresh run of the workspace's contract and the App over it: (app, run)."""
     from paella_tui.app import PaellaApp
-    from supervisor.contract import load_contract
-    from supervisor.runs import RunStore
-    from supervisor.workspace import Workspace
+    from paella_tui.supervisor.contract import load_contract
+    from paella_tui.supervisor.runs import RunStore
+    from paella_tui.supervisor.workspace import Workspace
 
     contract = load_contract(workspace / "paella.toml")
     run = RunStore(Workspace.find(workspace)).create(contract, manual=False)
@@ -375,7 +375,7 @@ async def engine_ready(app: Any) -> Any:
     await app.run_loop.watcher.wait_ready()
     await app.run_loop.evaluator.idle()
     await asyncio.sleep(0.5)  # the board drawn, the first stats shown
-    from widgets.agent_log import AgentLog
+    from paella_tui.widgets.agent_log import AgentLog
 
     return app.main.query_one(AgentLog)
 

@@ -35,9 +35,9 @@ from paella_tui.quit_signals import QuitSignals
 from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.run_board import RunBoard
 from paella_tui.run_commands import RunCommands
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.contract import Contract
-from supervisor.events import (
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.contract import Contract
+from paella_tui.supervisor.events import (
     AgentExited,
     CheckpointTaken,
     EvaluationFinished,
@@ -46,11 +46,11 @@ from supervisor.events import (
     RecoveryFacts,
     RunDone,
 )
-from supervisor.output_tail import OutputTail
-from supervisor.run_loop import EXIT_NOT_DONE, Decision, RunLoop, policy
-from supervisor.run_view import RunView
-from supervisor.runs import Run
-from widgets.checkpoint_list import CheckpointList
+from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.supervisor.run_loop import EXIT_NOT_DONE, Decision, RunLoop, policy
+from paella_tui.supervisor.run_view import RunView
+from paella_tui.supervisor.runs import Run
+from paella_tui.widgets.checkpoint_list import CheckpointList
 
 EXIT_INTERRUPTED = 130
 TICK_S = 1.0

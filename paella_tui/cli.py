@@ -145,8 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\npaella: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # one place turns every known error into a message and a status
-        from supervisor.contract import ContractError
-        from supervisor.errors import PaellaError
+        from paella_tui.supervisor.contract import ContractError
+        from paella_tui.supervisor.errors import PaellaError
 
         if isinstance(err, ContractError):
             print(

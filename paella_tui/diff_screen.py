@@ -22,12 +22,12 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.errors import PaellaError
-from supervisor.run_view import RunView
-from supervisor.runs import Run
-from supervisor.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshotter
-from supervisor.tree_diff import FileChange, changes_between
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.errors import PaellaError
+from paella_tui.supervisor.run_view import RunView
+from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshotter
+from paella_tui.supervisor.tree_diff import FileChange, changes_between
 
 MAX_DIFF_LINES = 2000
 """A file's diff is cut after this many lines (the rest is one ``paella diff`` away)."""

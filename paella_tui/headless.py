@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from supervisor.durations import format_duration
-from supervisor.events import (
+from paella_tui.supervisor.durations import format_duration
+from paella_tui.supervisor.events import (
     AgentExited,
     AgentSession,
     AgentStarted,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.events import AgentExited, Usage
+from paella_tui.supervisor.events import AgentExited, Usage
 
 _SKIP_FIELDS = {"t", "kind"}
 

@@ -15,13 +15,13 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from paella_tui.run_board import RunBoard
-from supervisor.output_tail import OutputTail
-from widgets.agent_log import AgentLog
-from widgets.checkpoint_list import CheckpointList
-from widgets.drift_feed import DriftFeed
-from widgets.episode_list import EpisodeList
-from widgets.gate_table import GateTable
-from widgets.run_header import RunHeader
+from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.widgets.agent_log import AgentLog
+from paella_tui.widgets.checkpoint_list import CheckpointList
+from paella_tui.widgets.drift_feed import DriftFeed
+from paella_tui.widgets.episode_list import EpisodeList
+from paella_tui.widgets.gate_table import GateTable
+from paella_tui.widgets.run_header import RunHeader
 
 WIDE_FOOTER = 100
 """From this width the footer also shows the command palette's key."""

@@ -24,12 +24,12 @@ from textual.widgets.data_table import ColumnKey
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from paella_tui.diff_screen import now_tree
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.errors import PaellaError
-from supervisor.run_view import RunView
-from supervisor.runs import Run
-from supervisor.tree_diff import FileChange, changes_between
-from widgets.recovery_panel import when
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.errors import PaellaError
+from paella_tui.supervisor.run_view import RunView
+from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.tree_diff import FileChange, changes_between
+from paella_tui.widgets.recovery_panel import when
 
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("snapshot", "name", 15),

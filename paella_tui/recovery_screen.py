@@ -23,11 +23,11 @@ from textual.widgets.option_list import Option
 
 from paella_tui.diff_screen import DiffScreen
 from paella_tui.picker_screen import PickerScreen
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.events import RED, GateResult, RecoveryFacts
-from supervisor.run_loop import Decision
-from supervisor.runs import Run
-from widgets.recovery_panel import RecoveryPanel
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.events import RED, GateResult, RecoveryFacts
+from paella_tui.supervisor.run_loop import Decision
+from paella_tui.supervisor.runs import Run
+from paella_tui.widgets.recovery_panel import RecoveryPanel
 
 
 def _how_and_attempt(facts: RecoveryFacts) -> tuple[str, str]:

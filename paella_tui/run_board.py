@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.contract import Contract
-from supervisor.events import (
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.contract import Contract
+from paella_tui.supervisor.events import (
     GREEN,
     RED,
     AgentExited,
@@ -38,9 +38,9 @@ from supervisor.events import (
     Usage,
     WatchPaused,
 )
-from supervisor.run_view import RunView
-from widgets.episode_list import EpisodeRow
-from widgets.gate_table import GateRow
+from paella_tui.supervisor.run_view import RunView
+from paella_tui.widgets.episode_list import EpisodeRow
+from paella_tui.widgets.gate_table import GateRow
 
 CPU_SAMPLES = 60
 """CPU samples kept for the sparkline (about a minute)."""

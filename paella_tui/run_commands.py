@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.picker_screen import PickerScreen
-from supervisor.checkpoints import SnapshotRecord, take_checkpoint
-from supervisor.events import CheckpointTaken, RolledBack
-from supervisor.rollback import rollback
-from supervisor.snapshot import Snapshotter
+from paella_tui.supervisor.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.events import CheckpointTaken, RolledBack
+from paella_tui.supervisor.rollback import rollback
+from paella_tui.supervisor.snapshot import Snapshotter
 
 if TYPE_CHECKING:
     from paella_tui.app import PaellaApp

@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.output_tail import OutputSink, OutputTail
-from supervisor.process_tree import (
+from paella_tui.supervisor.output_tail import OutputSink, OutputTail
+from paella_tui.supervisor.process_tree import (
     LeftoverProcess,
     ProcessStats,
     ProcessTree,

@@ -11,10 +11,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from supervisor.errors import GitError, UsageError
-from supervisor.ledger import utc_now
-from supervisor.runs import Run
-from supervisor.snapshot import Snapshot, Snapshotter
+from paella_tui.supervisor.errors import GitError, UsageError
+from paella_tui.supervisor.ledger import utc_now
+from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.snapshot import Snapshot, Snapshotter
 
 Kind = Literal["checkpoints", "salvage"]
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from supervisor.durations import parse_duration, parse_size
+from paella_tui.supervisor.durations import parse_duration, parse_size
 
 CONTRACT_FILE = "paella.toml"
 """The contract's file name, at the workspace root."""

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import tomli_w
 
-from supervisor.contract import (
+from paella_tui.supervisor.contract import (
     PLACEHOLDERS,
     PROFILE_COMMANDS,
     PROFILES,
     check_gate_name,
     split_command,
 )
-from supervisor.profiles import PROFILES as AGENT_PROFILES
+from paella_tui.supervisor.profiles import PROFILES as AGENT_PROFILES
 
 NPM_PLACEHOLDER_TEST = 'echo "Error: no test specified" && exit 1'
 """The `scripts.test` that `npm init` writes: not a test command."""

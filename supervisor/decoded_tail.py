@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from supervisor.output_tail import OutputTail
-from supervisor.profiles.stream import DecodedStats, DisplayLine, StreamDecoder
+from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.supervisor.profiles.stream import DecodedStats, DisplayLine, StreamDecoder
 
 _STYLES = {
     "✗": "\x1b[31m",  # an error the stream reported

@@ -2,7 +2,7 @@
 claims of done, and rewound history.
 
 Regressions are the evaluator's to find and flapping the watcher's. Each check returns the
-:class:`~supervisor.events.DriftDetected` events of facts that are new: a fact already reported
+:class:`~paella_tui.supervisor.events.DriftDetected` events of facts that are new: a fact already reported
 is not reported again on the next evaluation, and is re-armed only once it stops being true (a
 reverted file, resumed activity, a branch that holds the checkpoint again).
 
@@ -17,11 +17,11 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from supervisor.contract import CONTRACT_FILE, Contract
-from supervisor.durations import format_duration
-from supervisor.events import DriftDetected, DriftKind
-from supervisor.globs import match_any
-from supervisor.workspace import Workspace
+from paella_tui.supervisor.contract import CONTRACT_FILE, Contract
+from paella_tui.supervisor.durations import format_duration
+from paella_tui.supervisor.events import DriftDetected, DriftKind
+from paella_tui.supervisor.globs import match_any
+from paella_tui.supervisor.workspace import Workspace
 
 _GROUP_AFTER = 3
 """More new paths than this, of one kind in one check, are reported as one event."""

@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from supervisor import checkpoints
-from supervisor.checkpoints import SnapshotRecord, take_checkpoint
-from supervisor.contract import Contract, Gate
-from supervisor.errors import GitError, PaellaError
-from supervisor.events import (
+from paella_tui.supervisor import checkpoints
+from paella_tui.supervisor.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.contract import Contract, Gate
+from paella_tui.supervisor.errors import GitError, PaellaError
+from paella_tui.supervisor.events import (
     GREEN,
     RED,
     CheckpointTaken,
@@ -45,10 +45,10 @@ from supervisor.events import (
     GateStarted,
     Notice,
 )
-from supervisor.gates import log_tail, next_log_path, run_gate
-from supervisor.globs import match_any
-from supervisor.runs import Run
-from supervisor.snapshot import Snapshot, Snapshotter
+from paella_tui.supervisor.gates import log_tail, next_log_path, run_gate
+from paella_tui.supervisor.globs import match_any
+from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.snapshot import Snapshot, Snapshotter
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Each event knows its ledger ``kind`` and the fields it records, so the run loop persists every
 event in one place and ``paella status`` from another process folds the same facts back. Events
 whose record is written by the code that made it (checkpoints and salvage snapshots are recorded
-by :mod:`supervisor.checkpoints` before anyone hears of them) have ``kind = None`` here.
+by :mod:`paella_tui.supervisor.checkpoints` before anyone hears of them) have ``kind = None`` here.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal
 
-from supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.checkpoints import SnapshotRecord
 
 GateStatus = Literal["pending", "running", "pass", "fail", "timeout", "error", "stale", "flaky"]
 GREEN: frozenset[str] = frozenset({"pass", "flaky"})

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from supervisor.errors import WorkspaceError
+from paella_tui.supervisor.errors import WorkspaceError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700

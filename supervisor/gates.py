@@ -3,7 +3,7 @@
 A gate is a command run without a shell in the workspace. It gets its own session (so its whole
 process group can be killed), stdin from /dev/null, and its stdout and stderr appended to
 ``<run dir>/gates/<gate>/<n>.log``. Whatever it leaves running when it ends, or when its timeout
-hits, is stopped through :mod:`supervisor.process_tree`, so a test server a gate started never
+hits, is stopped through :mod:`paella_tui.supervisor.process_tree`, so a test server a gate started never
 holds a port the next gate needs. Problems starting it become an ``error`` result with words
 saying what to do, never a traceback.
 """
@@ -26,11 +26,11 @@ from pathlib import Path
 
 import psutil
 
-from supervisor.contract import Gate
-from supervisor.durations import format_duration
-from supervisor.events import GateResult, GateStatus
-from supervisor.files import FILE_MODE, ensure_dir
-from supervisor.process_tree import LeftoverProcess, ProcessTree, stop_tree
+from paella_tui.supervisor.contract import Gate
+from paella_tui.supervisor.durations import format_duration
+from paella_tui.supervisor.events import GateResult, GateStatus
+from paella_tui.supervisor.files import FILE_MODE, ensure_dir
+from paella_tui.supervisor.process_tree import LeftoverProcess, ProcessTree, stop_tree
 
 log = logging.getLogger(__name__)
 

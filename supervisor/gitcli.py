@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from supervisor.errors import GitError
+from paella_tui.supervisor.errors import GitError
 
 # Commits paella writes are snapshots, not the user's work: a fixed identity keeps them working on
 # machines with no git identity configured (CI) and makes them easy to tell apart in a log.

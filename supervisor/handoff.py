@@ -22,13 +22,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast, get_args
 
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.contract import Contract
-from supervisor.durations import format_duration
-from supervisor.errors import UsageError
-from supervisor.events import RED, AgentExited, GateResult, GateStatus, Usage
-from supervisor.files import write_atomic
-from supervisor.run_view import RunView
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.contract import Contract
+from paella_tui.supervisor.durations import format_duration
+from paella_tui.supervisor.errors import UsageError
+from paella_tui.supervisor.events import RED, AgentExited, GateResult, GateStatus, Usage
+from paella_tui.supervisor.files import write_atomic
+from paella_tui.supervisor.run_view import RunView
 
 HANDOFF_FILE = "handoff.md"
 """The handoff's file name in the run folder."""

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from supervisor.files import FILE_MODE, ensure_dir
+from paella_tui.supervisor.files import FILE_MODE, ensure_dir
 
 
 def utc_now() -> str:

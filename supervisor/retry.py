@@ -15,9 +15,9 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from email.utils import parsedate_to_datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from supervisor.contract import RetryConfig
-from supervisor.durations import format_duration
-from supervisor.events import AgentExited, Ending
+from paella_tui.supervisor.contract import RetryConfig
+from paella_tui.supervisor.durations import format_duration
+from paella_tui.supervisor.events import AgentExited, Ending
 
 RESET_MARGIN_S = 5.0
 """Seconds added after a parsed reset time, so the next attempt does not arrive a moment early."""

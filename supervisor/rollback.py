@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor import checkpoints
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.errors import GitError, WorkspaceError
-from supervisor.runs import Run
-from supervisor.snapshot import Snapshotter
+from paella_tui.supervisor import checkpoints
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.errors import GitError, WorkspaceError
+from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.snapshot import Snapshotter
 
 # Fault injection for tests: the rollback process kills itself with SIGKILL at the named step.
 KILL_AT_ENV = "PAELLA_TEST_KILL_AT"

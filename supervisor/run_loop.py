@@ -23,14 +23,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from supervisor import checkpoints as ckpt
-from supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.contract import Contract, expand_placeholders
-from supervisor.decoded_tail import DecodedTail
-from supervisor.drift import DriftTracker
-from supervisor.evaluation import Evaluator
-from supervisor.events import (
+from paella_tui.supervisor import checkpoints as ckpt
+from paella_tui.supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.contract import Contract, expand_placeholders
+from paella_tui.supervisor.decoded_tail import DecodedTail
+from paella_tui.supervisor.drift import DriftTracker
+from paella_tui.supervisor.evaluation import Evaluator
+from paella_tui.supervisor.events import (
     AgentExited,
     AgentSession,
     AgentStarted,
@@ -52,18 +52,18 @@ from supervisor.events import (
     Usage,
     WatchPaused,
 )
-from supervisor.files import write_atomic
-from supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
-from supervisor.output_tail import OutputSink, OutputTail
-from supervisor.process_tree import stop_tree
-from supervisor.profiles import DecodedStats, get_profile
-from supervisor.retry import classify, retry_wait
-from supervisor.rollback import rollback
-from supervisor.run_view import RunView, process_alive
-from supervisor.runs import Run
-from supervisor.snapshot import Snapshotter
-from supervisor.tree_diff import changes_between, totals
-from supervisor.watcher import WorkspaceWatcher
+from paella_tui.supervisor.files import write_atomic
+from paella_tui.supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
+from paella_tui.supervisor.output_tail import OutputSink, OutputTail
+from paella_tui.supervisor.process_tree import stop_tree
+from paella_tui.supervisor.profiles import DecodedStats, get_profile
+from paella_tui.supervisor.retry import classify, retry_wait
+from paella_tui.supervisor.rollback import rollback
+from paella_tui.supervisor.run_view import RunView, process_alive
+from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.snapshot import Snapshotter
+from paella_tui.supervisor.tree_diff import changes_between, totals
+from paella_tui.supervisor.watcher import WorkspaceWatcher
 
 EXIT_DONE = 0
 EXIT_NOT_DONE = 1

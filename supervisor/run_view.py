@@ -11,10 +11,10 @@ from typing import Any
 
 import psutil
 
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.contract import Contract
-from supervisor.events import Usage
-from supervisor.runs import Run
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.contract import Contract
+from paella_tui.supervisor.events import Usage
+from paella_tui.supervisor.runs import Run
 
 RUN_STATES = ("running", "retry-wait", "recovering", "stopped", "dead", "done")
 

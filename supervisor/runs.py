@@ -19,13 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import UsageError
-from supervisor.files import ensure_dir, write_atomic
-from supervisor.ledger import Ledger
-from supervisor.workspace import Workspace
+from paella_tui.supervisor.errors import UsageError
+from paella_tui.supervisor.files import ensure_dir, write_atomic
+from paella_tui.supervisor.ledger import Ledger
+from paella_tui.supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
-    from supervisor.contract import Contract
+    from paella_tui.supervisor.contract import Contract
 
 RUN_ID_PATTERN = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
@@ -67,7 +67,7 @@ class Run:
         """The frozen contract, or None for a manual run started without one."""
         if not self.contract_copy.exists():
             return None
-        from supervisor.contract import load_contract
+        from paella_tui.supervisor.contract import load_contract
 
         return load_contract(self.contract_copy, default_name=self.workspace.root.name)
 
@@ -143,7 +143,7 @@ class RunStore:
         run = self.current()
         if run is not None:
             return run
-        from supervisor.contract import CONTRACT_FILE, load_contract
+        from paella_tui.supervisor.contract import CONTRACT_FILE, load_contract
 
         contract_path = self.workspace.root / CONTRACT_FILE
         contract = load_contract(contract_path) if contract_path.exists() else None

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from supervisor.errors import GitError
-from supervisor.files import ensure_dir, exclusive_lock
-from supervisor.gitcli import Git, encode_paths_z
-from supervisor.workspace import Workspace
+from paella_tui.supervisor.errors import GitError
+from paella_tui.supervisor.files import ensure_dir, exclusive_lock
+from paella_tui.supervisor.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.workspace import Workspace
 
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
 _UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from supervisor.workspace import Workspace
+from paella_tui.supervisor.workspace import Workspace
 
 
 @dataclass(frozen=True)

@@ -67,10 +67,10 @@ from typing import Any, Literal
 
 import watchfiles
 
-from supervisor.errors import WorkspaceError
-from supervisor.gitcli import encode_paths_z
-from supervisor.globs import match_any
-from supervisor.workspace import Workspace
+from paella_tui.supervisor.errors import WorkspaceError
+from paella_tui.supervisor.gitcli import encode_paths_z
+from paella_tui.supervisor.globs import match_any
+from paella_tui.supervisor.workspace import Workspace
 
 WatchMode = Literal["inotify", "polling"]
 

@@ -10,8 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.errors import WorkspaceError
-from supervisor.gitcli import Git
+from paella_tui.supervisor.errors import WorkspaceError
+from paella_tui.supervisor.gitcli import Git
 
 STATE_DIR_ENV = "PAELLA_STATE_DIR"
 

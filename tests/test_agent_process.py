@@ -23,9 +23,14 @@ from types import ModuleType
 import psutil
 import pytest
 
-from supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
-from supervisor.output_tail import OutputTail
-from supervisor.process_tree import ProcessTree, TrackedProcess, become_subreaper, stop_tree
+from paella_tui.supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
+from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.supervisor.process_tree import (
+    ProcessTree,
+    TrackedProcess,
+    become_subreaper,
+    stop_tree,
+)
 
 AGENTS = Path(__file__).parent / "agents"
 NOTICE_LIMIT_S = 2.0  # generous: real latency belongs to a benchmark

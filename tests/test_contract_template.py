@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.contract import (
+from paella_tui.supervisor.contract import (
     CONTRACT_FILE,
     DEFAULT_AGENT_COMMANDS,
     DEFAULT_RESUME_COMMANDS,
@@ -19,7 +19,7 @@ from supervisor.contract import (
     load_contract,
     parse_contract,
 )
-from supervisor.contract_template import (
+from paella_tui.supervisor.contract_template import (
     NPM_PLACEHOLDER_TEST,
     UNDETECTED_GATE,
     WIDTH,
@@ -27,7 +27,7 @@ from supervisor.contract_template import (
     parse_gate_option,
     render_contract,
 )
-from supervisor.profiles import PROFILES as AGENT_PROFILES
+from paella_tui.supervisor.profiles import PROFILES as AGENT_PROFILES
 
 
 def repo(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -17,15 +17,15 @@ import psutil
 import pytest
 import tomli_w
 
-from supervisor.checkpoints import SnapshotRecord, records
-from supervisor.contract import Contract, parse_contract
-from supervisor.evaluation import (
+from paella_tui.supervisor.checkpoints import SnapshotRecord, records
+from paella_tui.supervisor.contract import Contract, parse_contract
+from paella_tui.supervisor.evaluation import (
     CHANGED_DURING_GATES,
     MAX_STALE_STREAK,
     Evaluator,
     EvaluatorClosed,
 )
-from supervisor.events import (
+from paella_tui.supervisor.events import (
     CheckpointTaken,
     DriftDetected,
     EvaluationFinished,
@@ -35,11 +35,11 @@ from supervisor.events import (
     GateStarted,
     Notice,
 )
-from supervisor.rollback import rollback
-from supervisor.run_view import RunView
-from supervisor.runs import Run, RunStore
-from supervisor.snapshot import Snapshotter
-from supervisor.workspace import Workspace
+from paella_tui.supervisor.rollback import rollback
+from paella_tui.supervisor.run_view import RunView
+from paella_tui.supervisor.runs import Run, RunStore
+from paella_tui.supervisor.snapshot import Snapshotter
+from paella_tui.supervisor.workspace import Workspace
 
 SCRIPTS = Path(__file__).parent / "gate_scripts"
 E = TypeVar("E", bound=Event)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
-from widgets.gate_table import GateRow, GateTable
+from paella_tui.widgets.gate_table import GateRow, GateTable
 
 T0 = 1_800_000_000.0
 

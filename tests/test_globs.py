@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.globs import glob_match, match_any
+from paella_tui.supervisor.globs import glob_match, match_any
 
 
 @pytest.mark.parametrize(

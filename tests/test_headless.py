@@ -32,8 +32,8 @@ from run_scenarios import (
     section,
 )
 
-from supervisor.runs import Run, RunStore
-from supervisor.workspace import Workspace
+from paella_tui.supervisor.runs import Run, RunStore
+from paella_tui.supervisor.workspace import Workspace
 
 TIMEOUT = 60.0
 

@@ -25,14 +25,14 @@ from textual.widgets import Static
 
 from paella_tui.app import PaellaApp
 from paella_tui.run_board import RunBoard
-from supervisor.decoded_tail import DecodedTail
-from supervisor.events import AgentExited, AgentSession, AgentStarted, AgentStats, Usage
-from supervisor.output_tail import OutputSink, OutputTail, strip_sgr
-from supervisor.profiles import PROFILES
-from supervisor.run_loop import ATTEMPT_MARKER
-from supervisor.run_view import RunView
-from widgets.agent_log import AgentLog
-from widgets.run_header import RunHeader
+from paella_tui.supervisor.decoded_tail import DecodedTail
+from paella_tui.supervisor.events import AgentExited, AgentSession, AgentStarted, AgentStats, Usage
+from paella_tui.supervisor.output_tail import OutputSink, OutputTail, strip_sgr
+from paella_tui.supervisor.profiles import PROFILES
+from paella_tui.supervisor.run_loop import ATTEMPT_MARKER
+from paella_tui.supervisor.run_view import RunView
+from paella_tui.widgets.agent_log import AgentLog
+from paella_tui.widgets.run_header import RunHeader
 
 AGENTS = Path(__file__).parent / "profile_agents"
 SnapCompare = Callable[..., bool]

@@ -15,19 +15,25 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.contract import (
+from paella_tui.supervisor.contract import (
     DEFAULT_AGENT_COMMANDS,
     DEFAULT_RESUME_COMMANDS,
     RetryConfig,
     expand_placeholders,
 )
-from supervisor.contract import (
+from paella_tui.supervisor.contract import (
     PROFILES as CONTRACT_PROFILES,
 )
-from supervisor.events import AgentExited
-from supervisor.profiles import PROFILES, DecodedStats, Profile, StreamDecoder, get_profile
-from supervisor.profiles.stream import DisplayLine, describe_tool
-from supervisor.retry import classify, parse_reset_time
+from paella_tui.supervisor.events import AgentExited
+from paella_tui.supervisor.profiles import (
+    PROFILES,
+    DecodedStats,
+    Profile,
+    StreamDecoder,
+    get_profile,
+)
+from paella_tui.supervisor.profiles.stream import DisplayLine, describe_tool
+from paella_tui.supervisor.retry import classify, parse_reset_time
 
 AGENTS = Path(__file__).parent / "profile_agents"
 CONTRACT_TRANSIENT = RetryConfig().transient

@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from supervisor.contract import RetryConfig
-from supervisor.events import AgentExited
-from supervisor.retry import (
+from paella_tui.supervisor.contract import RetryConfig
+from paella_tui.supervisor.events import AgentExited
+from paella_tui.supervisor.retry import (
     RESET_MARGIN_S,
     backoff_delay,
     classify,

@@ -33,9 +33,9 @@ from run_scenarios import (
     section,
 )
 
-from supervisor.contract import Contract, load_contract
-from supervisor.drift import DriftTracker
-from supervisor.events import (
+from paella_tui.supervisor.contract import Contract, load_contract
+from paella_tui.supervisor.drift import DriftTracker
+from paella_tui.supervisor.events import (
     AgentExited,
     AgentStarted,
     CheckpointTaken,
@@ -52,11 +52,11 @@ from supervisor.events import (
     RunDone,
     RunStopped,
 )
-from supervisor.run_loop import Decide, Decision, RunLoop, policy
-from supervisor.run_view import RunView
-from supervisor.runs import Run, RunStore
-from supervisor.watcher import WatchPlan, WorkspaceWatcher
-from supervisor.workspace import Workspace
+from paella_tui.supervisor.run_loop import Decide, Decision, RunLoop, policy
+from paella_tui.supervisor.run_view import RunView
+from paella_tui.supervisor.runs import Run, RunStore
+from paella_tui.supervisor.watcher import WatchPlan, WorkspaceWatcher
+from paella_tui.supervisor.workspace import Workspace
 
 FLOOD = Path(__file__).parent / "agents" / "flood.py"
 RUN_TIMEOUT = 60.0

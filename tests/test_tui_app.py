@@ -27,12 +27,12 @@ from paella_tui.app import PaellaApp
 from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.main_screen import MainScreen
 from paella_tui.notify import Alarm, Alert, alert_for, desktop_sequence, detect_protocol
-from supervisor.contract import load_contract
-from supervisor.events import AgentExited, DriftDetected, Notice
-from supervisor.output_tail import OutputTail
-from supervisor.runs import Run, RunStore
-from supervisor.workspace import Workspace
-from widgets.agent_log import AgentLog, OutputView
+from paella_tui.supervisor.contract import load_contract
+from paella_tui.supervisor.events import AgentExited, DriftDetected, Notice
+from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.supervisor.runs import Run, RunStore
+from paella_tui.supervisor.workspace import Workspace
+from paella_tui.widgets.agent_log import AgentLog, OutputView
 
 AGENT = Path(__file__).parent / "agents" / "episodes.py"
 SIZE = (120, 36)

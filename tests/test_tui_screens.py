@@ -22,16 +22,16 @@ from paella_tui.handoff_screen import HandoffScreen
 from paella_tui.help_screen import MAIN_KEYS, RECOVERY_KEYS, SYMBOLS, HelpScreen
 from paella_tui.picker_screen import PickerScreen
 from paella_tui.recovery_screen import RecoveryScreen
-from supervisor.checkpoints import SnapshotRecord, take_checkpoint
-from supervisor.contract import CONTRACT_FILE, load_contract
-from supervisor.events import GateResult, RecoveryFacts
-from supervisor.rollback import rollback
-from supervisor.run_loop import Decision
-from supervisor.runs import Run, RunStore
-from supervisor.snapshot import Snapshotter
-from supervisor.workspace import Workspace
-from widgets.recovery_panel import RecoveryPanel
-from widgets.rollback_progress import RollbackProgress
+from paella_tui.supervisor.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.contract import CONTRACT_FILE, load_contract
+from paella_tui.supervisor.events import GateResult, RecoveryFacts
+from paella_tui.supervisor.rollback import rollback
+from paella_tui.supervisor.run_loop import Decision
+from paella_tui.supervisor.runs import Run, RunStore
+from paella_tui.supervisor.snapshot import Snapshotter
+from paella_tui.supervisor.workspace import Workspace
+from paella_tui.widgets.recovery_panel import RecoveryPanel
+from paella_tui.widgets.rollback_progress import RollbackProgress
 
 RUN_ID = "20261129-021455-ab12"
 
@@ -403,7 +403,7 @@ class Scripted:
             )
 
     def checkpoint(self, n: int) -> SnapshotRecord:
-        from supervisor.checkpoints import find
+        from paella_tui.supervisor.checkpoints import find
 
         return find(self.run, str(n))
 

@@ -49,7 +49,7 @@ def fixed_run(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scripted]
     monkeypatch.setenv("PAELLA_STATE_DIR", str(FIXED_STATE_DIR))
     monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-11-29T02:14:55Z")
     monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-11-29T02:14:55Z")
-    monkeypatch.setattr("supervisor.runs.new_run_id", lambda now=None: FIXED_RUN_ID)
+    monkeypatch.setattr("paella_tui.supervisor.runs.new_run_id", lambda now=None: FIXED_RUN_ID)
     start = datetime(2026, 11, 29, 2, 14, 55, tzinfo=UTC)
     ticks = iter(range(10_000))
 
@@ -57,8 +57,8 @@ def fixed_run(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scripted]
         t = start + timedelta(minutes=7 * next(ticks))
         return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
-    monkeypatch.setattr("supervisor.ledger.utc_now", clock)
-    monkeypatch.setattr("supervisor.checkpoints.utc_now", clock)
+    monkeypatch.setattr("paella_tui.supervisor.ledger.utc_now", clock)
+    monkeypatch.setattr("paella_tui.supervisor.checkpoints.utc_now", clock)
     yield Scripted(repo)
     shutil.rmtree(FIXED_STATE_DIR, ignore_errors=True)
 

@@ -15,9 +15,9 @@ import pytest
 from textual.pilot import Pilot
 
 from paella_tui.app import PaellaApp
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.contract import Contract, parse_contract
-from supervisor.events import (
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.contract import Contract, parse_contract
+from paella_tui.supervisor.events import (
     AgentExited,
     AgentStarted,
     AgentStats,
@@ -30,7 +30,7 @@ from supervisor.events import (
     RunDone,
     Usage,
 )
-from supervisor.output_tail import OutputTail
+from paella_tui.supervisor.output_tail import OutputTail
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 RUN_ID = "20270115-061455-ab12"

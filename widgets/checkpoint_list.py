@@ -12,9 +12,9 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from supervisor.checkpoints import SnapshotRecord
-from widgets.fitted_table import FittedTable, fit
-from widgets.symbols import PASS, RUNNING, WARNING
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.widgets.fitted_table import FittedTable, fit
+from paella_tui.widgets.symbols import PASS, RUNNING, WARNING
 
 BASE = "◆"
 SALVAGE = "↺"

@@ -10,9 +10,9 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from supervisor.events import DriftDetected
-from widgets.fitted_table import FittedTable, fit
-from widgets.symbols import REGRESSION_STYLE, WARNING
+from paella_tui.supervisor.events import DriftDetected
+from paella_tui.widgets.fitted_table import FittedTable, fit
+from paella_tui.widgets.symbols import REGRESSION_STYLE, WARNING
 
 # The kinds that mean the work itself went wrong stand out; the others (a stall, flapping) are
 # warnings about the run.

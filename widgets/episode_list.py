@@ -12,8 +12,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from widgets.fitted_table import FittedTable, fit
-from widgets.symbols import PASS, PENDING, REGRESSION_STYLE, RUNNING, WARNING
+from paella_tui.widgets.fitted_table import FittedTable, fit
+from paella_tui.widgets.symbols import PASS, PENDING, REGRESSION_STYLE, RUNNING, WARNING
 
 EpisodeState = Literal["complete", "current", "pending", "broken"]
 

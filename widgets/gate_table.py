@@ -15,8 +15,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from widgets.fitted_table import FittedTable, fit
-from widgets.symbols import (
+from paella_tui.widgets.fitted_table import FittedTable, fit
+from paella_tui.widgets.symbols import (
     GATE_MARKS,
     GATE_STYLES,
     PASS,

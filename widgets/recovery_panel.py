@@ -15,8 +15,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.events import GREEN, RED, GateResult, RecoveryFacts
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.events import GREEN, RED, GateResult, RecoveryFacts
 
 LABEL_WIDTH = 12
 """Columns taken by the fact labels ("Last good", "Gates now", ...)."""

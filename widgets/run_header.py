@@ -17,8 +17,17 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
-from supervisor.events import Usage, compact_count
-from widgets.symbols import FAIL, PASS, PENDING, RUNNING, STOPPED, WARNING, short_duration, size
+from paella_tui.supervisor.events import Usage, compact_count
+from paella_tui.widgets.symbols import (
+    FAIL,
+    PASS,
+    PENDING,
+    RUNNING,
+    STOPPED,
+    WARNING,
+    short_duration,
+    size,
+)
 
 CPU_POINTS = 32
 """CPU samples drawn by the sparkline (two per cell)."""

@@ -7,12 +7,12 @@ import shutil
 import sys
 from dataclasses import dataclass
 
-from supervisor.contract import CONTRACT_FILE, Contract, load_contract
-from supervisor.errors import UsageError
-from supervisor.rollback import interrupted_rollback
-from supervisor.runs import Run, RunStore
-from supervisor.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshotter
-from supervisor.workspace import Workspace
+from paella_tui.supervisor.contract import CONTRACT_FILE, Contract, load_contract
+from paella_tui.supervisor.errors import UsageError
+from paella_tui.supervisor.rollback import interrupted_rollback
+from paella_tui.supervisor.runs import Run, RunStore
+from paella_tui.supervisor.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshotter
+from paella_tui.supervisor.workspace import Workspace
 
 
 def warn(message: str) -> None:

@@ -7,17 +7,17 @@ import sys
 from pathlib import Path
 
 from paella_tui.commands.context import Context, command_found
-from supervisor.contract import CONTRACT_FILE, Contract
-from supervisor.contract_template import (
+from paella_tui.supervisor.contract import CONTRACT_FILE, Contract
+from paella_tui.supervisor.contract_template import (
     detect_gates,
     parse_gate_option,
     render_contract,
     shell_join,
 )
-from supervisor.durations import format_duration, format_size
-from supervisor.errors import EXIT_USAGE, EXIT_WORKSPACE, UsageError
-from supervisor.files import write_atomic
-from supervisor.profiles import get_profile
+from paella_tui.supervisor.durations import format_duration, format_size
+from paella_tui.supervisor.errors import EXIT_USAGE, EXIT_WORKSPACE, UsageError
+from paella_tui.supervisor.files import write_atomic
+from paella_tui.supervisor.profiles import get_profile
 
 
 def init(args: argparse.Namespace) -> int:

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from paella_tui.commands.context import Context, command_found, warn
-from supervisor.errors import UsageError, WorkspaceError
-from supervisor.run_view import RunView, process_alive
-from supervisor.runs import Run
+from paella_tui.supervisor.errors import UsageError, WorkspaceError
+from paella_tui.supervisor.run_view import RunView, process_alive
+from paella_tui.supervisor.runs import Run
 
 
 def _refuse_if_supervised(run: Run | None) -> None:
@@ -51,7 +51,7 @@ def _on_death(args: argparse.Namespace, *, tui: bool) -> str:
 
 
 def _supervise(run: Run, *, resume: bool, on_death: str, tui: bool = False) -> int:
-    from supervisor.run_loop import RunLoop, install_signal_handlers, policy
+    from paella_tui.supervisor.run_loop import RunLoop, install_signal_handlers, policy
 
     contract = run.load_contract()
     if contract is None:
@@ -123,9 +123,9 @@ def resume(args: argparse.Namespace) -> int:
 def gates(args: argparse.Namespace) -> int:
     """Evaluate every gate once on the current tree and print the results (exit 1 if any is red)."""
     from paella_tui.headless import describe_event
-    from supervisor.evaluation import Evaluator
-    from supervisor.events import Event
-    from supervisor.snapshot import Snapshotter
+    from paella_tui.supervisor.evaluation import Evaluator
+    from paella_tui.supervisor.events import Event
+    from paella_tui.supervisor.snapshot import Snapshotter
 
     ctx = Context.open()
     contract = ctx.contract()
@@ -186,9 +186,13 @@ def gates(args: argparse.Namespace) -> int:
 
 def handoff(args: argparse.Namespace) -> int:
     """Write the newest run's handoff (to ``handoff.md`` and ``-o FILE``); print it without ``-o``."""
-    from supervisor.files import write_atomic
-    from supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
-    from supervisor.tree_diff import changes_between
+    from paella_tui.supervisor.files import write_atomic
+    from paella_tui.supervisor.handoff import (
+        handoff_inputs_from_view,
+        render_handoff,
+        write_handoff,
+    )
+    from paella_tui.supervisor.tree_diff import changes_between
 
     ctx = Context.open()
     run_ = ctx.current_run()

@@ -7,12 +7,12 @@ import json
 import sys
 
 from paella_tui.commands.context import Context, use_color, warn
-from supervisor import checkpoints as ckpt
-from supervisor.checkpoints import SnapshotRecord
-from supervisor.errors import UsageError
-from supervisor.rollback import rollback as do_rollback
-from supervisor.run_view import RunView
-from supervisor.runs import Run
+from paella_tui.supervisor import checkpoints as ckpt
+from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.errors import UsageError
+from paella_tui.supervisor.rollback import rollback as do_rollback
+from paella_tui.supervisor.run_view import RunView
+from paella_tui.supervisor.runs import Run
 
 
 def _describe_snapshot_extras(record: SnapshotRecord) -> list[str]:

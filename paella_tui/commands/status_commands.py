@@ -9,8 +9,8 @@ from typing import Any
 
 from paella_tui.commands.context import Context
 from paella_tui.ledger_text import timestamped
-from supervisor.events import Usage, compact_count
-from supervisor.run_view import RunView
+from paella_tui.supervisor.events import Usage, compact_count
+from paella_tui.supervisor.run_view import RunView
 
 _GATE_MARK = {
     "pass": "✓",

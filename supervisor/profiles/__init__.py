@@ -13,9 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from supervisor.contract import DEFAULT_AGENT_COMMANDS, DEFAULT_RESUME_COMMANDS, expand_placeholders
-from supervisor.profiles import aider, claude, codex, gemini, opencode
-from supervisor.profiles.stream import DecodedStats, Dialect, DisplayLine, StreamDecoder
+from paella_tui.supervisor.contract import (
+    DEFAULT_AGENT_COMMANDS,
+    DEFAULT_RESUME_COMMANDS,
+    expand_placeholders,
+)
+from paella_tui.supervisor.profiles import aider, claude, codex, gemini, opencode
+from paella_tui.supervisor.profiles.stream import DecodedStats, Dialect, DisplayLine, StreamDecoder
 
 __all__ = [
     "PROFILES",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from supervisor.profiles.stream import DecodedStats, one_line
+from paella_tui.supervisor.profiles.stream import DecodedStats, one_line
 
 TRANSIENT = ("rate limited you", "servers are down or overloaded", "litellm.RateLimitError")
 

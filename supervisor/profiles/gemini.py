@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from supervisor.profiles.stream import (
+from paella_tui.supervisor.profiles.stream import (
     DecodedStats,
     Dialect,
     Record,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor.events import Usage
+from paella_tui.supervisor.events import Usage
 
 MAX_LINE_BYTES = 8 * 1024**2
 """A line longer than this is cut and shown as plain text (a JSON record is never this big)."""
