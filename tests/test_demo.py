@@ -50,13 +50,21 @@ def records(run: Run, kind: str) -> list[dict[str, Any]]:
     return [r for r in run.ledger.read().records if r.get("kind") == kind]
 
 
-def agent_processes() -> list[psutil.Process]:
-    """Live processes running the demo's scripted agent."""
+def agent_processes(root: Path) -> list[psutil.Process]:
+    """Live processes running the demo's scripted agent in the workspace at ``root``.
+
+    Only this test's agents count: other tests (other xdist workers) may be playing the demo too.
+    """
     found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
+    for proc in psutil.process_iter(["cmdline", "status", "cwd"]):
         with contextlib.suppress(psutil.Error):
             cmdline = proc.info["cmdline"] or []
-            if str(scenario.AGENT) in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            cwd = proc.info["cwd"] or ""
+            if (
+                str(scenario.AGENT) in cmdline
+                and proc.info["status"] != psutil.STATUS_ZOMBIE
+                and Path(cwd).is_relative_to(root)
+            ):
                 found.append(proc)
     return found
 
@@ -153,7 +161,7 @@ def test_headless_demo_tells_the_whole_story_and_ends_done(tmp_path: Path) -> No
             check=True,
         ).stdout
     )
-    assert agent_processes() == []
+    assert agent_processes(root) == []
 
 
 def test_a_non_empty_folder_that_is_not_a_demo_is_refused(tmp_path: Path) -> None:
@@ -266,7 +274,7 @@ async def test_tui_demo_recovers_with_the_key_the_screen_suggests(
     assert [r["choice"] for r in records(run, "recovery-chosen")] == ["rollback"]
     assert records(run, "salvage")
     assert records(run, "run-done")
-    assert agent_processes() == []
+    assert agent_processes(root) == []
 
 
 # --- the real command in a real tmux pane ------------------------------------------------------
@@ -315,4 +323,4 @@ def test_demo_in_a_real_pane_recovers_with_the_suggested_key(tmp_path: Path) -> 
         wait_for(lambda: "paella rollback salvage:1" in pane(), "the commands to try")
     finally:
         tmux("kill-server")
-    assert agent_processes() == []
+    assert agent_processes(root) == []

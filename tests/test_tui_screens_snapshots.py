@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytestmark = pytest.mark.xdist_group("fixed-state-dir")  # one fixed state folder: one worker
 from test_tui_screens import Host, Scripted, make_facts, no_run, settle
 from textual.pilot import Pilot
 from textual.screen import Screen
