@@ -117,7 +117,7 @@ class PaellaApp(App[int]):
         self._with_engine = engine and run is not None
         self._engine_task: asyncio.Task[int] | None = None
         self._decision: asyncio.Future[Decision] | None = None
-        self._recovery_screen: Screen[Any] | None = None
+        self._recovery_screen: RecoveryScreen | None = None
         self._quitting = False
         self._asking_to_quit = False
         self._signal_code: int | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from textual import on
 from textual.app import ComposeResult
@@ -130,7 +130,9 @@ class RecoveryScreen(Screen[Decision]):
             return
         was_green = set(ever_green)
         regressions = tuple(r.gate for r in results if r.status in RED and r.gate in was_green)
-        default = "rollback" if regressions and self.facts.base is not None else "continue"
+        default: Literal["rollback", "continue"] = (
+            "rollback" if regressions and self.facts.base is not None else "continue"
+        )
         self.facts = dataclasses.replace(
             self.facts,
             gates_now=results,

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytestmark = pytest.mark.xdist_group("fixed-state-dir")  # one fixed state folder: one worker
 from test_tui_screens import Host, Scripted, make_facts, no_run, settle
 from textual.pilot import Pilot
 from textual.screen import Screen
@@ -27,6 +25,8 @@ from paella_tui.handoff_screen import HandoffScreen
 from paella_tui.help_screen import HelpScreen
 from paella_tui.picker_screen import PickerScreen
 from paella_tui.recovery_screen import RecoveryScreen
+
+pytestmark = pytest.mark.xdist_group("fixed-state-dir")  # one fixed state folder: one worker
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 36), id="120x36")]
 
