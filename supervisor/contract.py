@@ -39,7 +39,8 @@ PROFILE_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "codex": (
         "codex exec --json --sandbox workspace-write {prompt}",
-        "codex exec --json --sandbox workspace-write resume {session_id} {handoff}",
+        # `exec resume` takes no --sandbox of its own (openai/codex#40149): the config key does.
+        "codex exec --json -c 'sandbox_mode=\"workspace-write\"' resume {session_id} {handoff}",
     ),
     "gemini": (
         "gemini -p {prompt} --approval-mode auto_edit -o stream-json",
@@ -86,7 +87,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
         "tty",
         "max_file_size",
     ),
-    "retry": ("max_attempts", "backoff", "max_backoff", "transient"),
+    "retry": ("max_attempts", "backoff", "max_backoff", "max_wait", "transient"),
     "watch": ("settle", "ignore"),
     "gates": ("jobs",),
     "gate": ("name", "cmd", "timeout", "retries", "paths"),
@@ -181,9 +182,12 @@ class RetryConfig:
     backoff: float = 30.0
     """Seconds of the first wait; it doubles each time."""
     max_backoff: float = 900.0
-    """The longest wait, in seconds."""
+    """The longest blind wait, in seconds."""
     transient: tuple[str, ...] = ("rate limit", "429", "overloaded", "usage limit")
-    """Case-insensitive patterns in the output tail that mark a failure as transient."""
+    """Case-insensitive patterns (whole words; digits: an HTTP status) marking a failure transient."""
+    max_wait: float = 6 * 3600.0
+    """The longest wait for a reset the agent printed; a later one stops the run and says when
+    to resume."""
 
 
 @dataclass(frozen=True)
@@ -756,6 +760,7 @@ def _read_retry(checker: _Checker, data: dict[str, object]) -> RetryConfig:
         backoff=backoff,
         max_backoff=max_backoff,
         transient=retry.strings("transient", defaults.transient),
+        max_wait=retry.duration("max_wait", defaults.max_wait),
     )
 
 

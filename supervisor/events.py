@@ -22,7 +22,9 @@ DriftKind = Literal[
     "regression", "protected", "contract", "scope", "stall", "claimed-done", "history", "flapping"
 ]
 
-Ending = Literal["done", "claimed-done", "transient", "crash", "signal", "stopped"]
+Ending = Literal[
+    "done", "claimed-done", "transient", "permanent", "crash", "signal", "stopped"
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,13 +57,20 @@ class AgentStarted(Event):
 
 @dataclass(frozen=True)
 class Usage:
-    """What the agent's own stream reported spending: turns, tokens and cost (SPEC 3 `profile`)."""
+    """What the agent's own stream reported spending: turns, tokens and cost (SPEC 3 `profile`).
+
+    Tokens mean one thing for every agent: ``input_tokens`` are the fresh input tokens,
+    ``cached_input_tokens`` the input read from (or written to) the provider's prompt cache,
+    ``output_tokens`` what the model wrote. Claude Code and opencode report the two inputs
+    apart; Codex CLI counts cached ones inside its input (the profile splits them)."""
 
     turns: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
     """None when no record gave a cost (not every agent reports one)."""
+    cached_input_tokens: int = 0
+    """Input tokens served from (or written to) the prompt cache; 0 where none were reported."""
 
     def __add__(self, other: Usage) -> Usage:
         costs = [c for c in (self.cost_usd, other.cost_usd) if c is not None]
@@ -70,6 +79,7 @@ class Usage:
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cost_usd=sum(costs) if costs else None,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
         )
 
     @property
@@ -78,16 +88,25 @@ class Usage:
         return self == Usage()
 
     @property
+    def all_input_tokens(self) -> int:
+        """Every input token the model read: fresh and cached."""
+        return self.input_tokens + self.cached_input_tokens
+
+    @property
     def tokens(self) -> int:
-        """Input and output tokens together."""
-        return self.input_tokens + self.output_tokens
+        """Input (fresh and cached) and output tokens together."""
+        return self.all_input_tokens + self.output_tokens
 
     def describe(self) -> str:
-        """``12 turns, 48.3k tokens (41.0k in, 7.3k out), $0.84``."""
+        """``12 turns, 48.3k tokens (41.0k in, 7.3k out), $0.84``; cached input apart:
+        ``75.5k tokens (18 in + 74.9k cached, 600 out)``."""
         parts = [f"{self.turns} turn{'s' if self.turns != 1 else ''}"]
         if self.tokens:
+            inputs = f"{compact_count(self.input_tokens)} in"
+            if self.cached_input_tokens:
+                inputs += f" + {compact_count(self.cached_input_tokens)} cached"
             parts.append(
-                f"{compact_count(self.tokens)} tokens ({compact_count(self.input_tokens)} in, "
+                f"{compact_count(self.tokens)} tokens ({inputs}, "
                 f"{compact_count(self.output_tokens)} out)"
             )
         if self.cost_usd is not None:
@@ -110,6 +129,7 @@ class Usage:
             input_tokens=number("input_tokens"),
             output_tokens=number("output_tokens"),
             cost_usd=float(cost) if isinstance(cost, int | float) and cost >= 0 else None,
+            cached_input_tokens=number("cached_input_tokens"),
         )
 
 
@@ -162,10 +182,17 @@ class AgentExited(Event):
     """The agent's own name for its exit code (Gemini CLI's 53: turn limit reached)."""
     usage: Usage | None = None
     """What this attempt's stream reported spending (None: no stream was decoded)."""
+    signals: tuple[str, ...] | None = None
+    """What the agent said about itself when its stream was decoded: the stream's error
+    messages and the lines that were not records (stderr), in order. None: no stream, the
+    tail is all there is. The model's own words are left out: a reply that discusses rate
+    limits or a 401 handler is not the agent failing."""
 
     def evidence(self) -> tuple[str, ...]:
-        """The lines an ending is judged from: the tail, and the false-success reason."""
-        return (*self.tail, self.false_success) if self.false_success else self.tail
+        """The lines an ending is judged from: the agent's signals (else the tail), and the
+        false-success reason."""
+        lines = self.signals if self.signals is not None else self.tail
+        return (*lines, self.false_success) if self.false_success else lines
 
     def describe(self) -> str:
         """``exit 0``, ``exit 53 (turn limit reached)``, ``killed by SIGKILL``, or a false success."""
@@ -312,7 +339,11 @@ class RetryScheduled(Event):
     wait_s: float
     resume_at: float
     reason: str
-    """The pattern or reset time that made it transient, in words."""
+    """The wait in words: until the reset the agent printed, or the backoff."""
+    pattern: str | None = None
+    """The transient pattern that matched."""
+    line: str | None = None
+    """The line it matched in."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -401,6 +432,9 @@ class RunStopped(Event):
 
     kind: ClassVar[str | None] = "run-stopped"
     reason: str
+    resume_after: float | None = None
+    """Wall-clock time before which a resume is pointless (the agent's limit resets then);
+    `paella resume` waits or refuses until then unless told `--now`."""
 
 
 @dataclass(frozen=True, kw_only=True)

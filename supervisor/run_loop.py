@@ -27,6 +27,7 @@ from paella_tui.supervisor import checkpoints as ckpt
 from paella_tui.supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.contract import Contract, expand_placeholders
+from paella_tui.supervisor.durations import format_duration
 from paella_tui.supervisor.decoded_tail import DecodedTail
 from paella_tui.supervisor.drift import DriftTracker
 from paella_tui.supervisor.evaluation import Evaluator
@@ -57,7 +58,7 @@ from paella_tui.supervisor.handoff import handoff_inputs_from_view, render_hando
 from paella_tui.supervisor.output_tail import OutputSink, OutputTail
 from paella_tui.supervisor.process_tree import stop_tree
 from paella_tui.supervisor.profiles import DecodedStats, get_profile
-from paella_tui.supervisor.retry import classify, retry_wait
+from paella_tui.supervisor.retry import RESET_MARGIN_S, classify, read_failure, retry_wait
 from paella_tui.supervisor.rollback import rollback
 from paella_tui.supervisor.run_view import RunView, process_alive
 from paella_tui.supervisor.runs import Run
@@ -115,6 +116,7 @@ class RunLoop:
         decide: Decide,
         resume: bool = False,
         stop_grace: float = 10.0,
+        not_before: float | None = None,
     ) -> None:
         self.run_ = run
         self.workspace = run.workspace
@@ -122,6 +124,9 @@ class RunLoop:
         self._consumer = emit
         self._decide = decide
         self._resume_first = resume
+        self._not_before = not_before
+        self._fresh_next = False
+        self._used_session = False
         self._stop_grace = stop_grace
         self.tail = OutputTail()
         """The agent's output across attempts, display-ready; poll its ``version``."""
@@ -331,6 +336,10 @@ class RunLoop:
         handoff_path: Path | None = None
         if resume:
             handoff_path = await self._write_handoff(ending="paella resume")
+            if self._not_before is not None and self._not_before > time.time():
+                # `paella resume` before the agent's limit resets: wait for it first.
+                if not await self._wait_until(self._not_before, "the agent's limit resets then"):
+                    return self._stopped(self._stop_requested or "stopped during the wait")
         else:
             self.evaluator.request("run start")
         while True:
@@ -386,16 +395,28 @@ class RunLoop:
                     RunDone(tree=finished.tree, gates=tuple(r.gate for r in finished.results))
                 )
                 return EXIT_DONE
+            if ending == "permanent":
+                outcome = self._permanent(exited)
+                if outcome is not None:
+                    return outcome
+                resume = True
+                handoff_path = await self._write_handoff(
+                    ending=f"the agent's session was missing: {exited.describe()}"
+                )
+                continue
             if (
                 ending == "transient"
                 and self._transient_failures < self.contract.retry.max_attempts
             ):
                 self._transient_failures += 1
-                if not await self._retry_wait(exited):
-                    return self._stopped(self._stop_requested or "stopped during the retry wait")
+                waited = await self._retry_wait(exited)
+                if waited is not None:
+                    return waited
+                matched = read_failure(exited.evidence(), self._transient).matched
                 resume = True
                 handoff_path = await self._write_handoff(
                     ending=f"transient failure: {exited.describe()}"
+                    + (f" (matched {matched.describe()})" if matched else "")
                 )
                 continue
             outcome = await self._decide_and_act(ending, exited, finished)
@@ -504,6 +525,7 @@ class RunLoop:
             false_success=false_success,
             exit_meaning=profile.exit_meaning(info.exit_code) if profile else None,
             usage=decoded.stats.usage() if decoded is not None else None,
+            signals=tuple(decoded.stats.notes) if decoded is not None else None,
             leftovers=tuple(
                 f"{p.pid} {p.name} {' '.join(p.cmdline)[:200]}" for p in info.leftovers
             ),
@@ -542,6 +564,7 @@ class RunLoop:
                 values["prompt"] = handoff_text or prompt
                 values["prompt_file"] = str(handoff_path or prompt_file)
         argv = list(expand_placeholders(template, values))
+        self._used_session = bool(self.session_id) and _names_session(template)
         env = dict(os.environ)
         env.update(
             PAELLA_RUN_ID=self.run_.run_id,
@@ -561,6 +584,9 @@ class RunLoop:
         profile's "newest session in this folder" form; without one, the agent starts afresh.
         """
         template = self.contract.run.resume
+        if self._fresh_next:
+            self._fresh_next = False
+            return None  # the session was missing: start afresh with the handoff
         if template is None or self.session_id or not _names_session(template):
             return template
         newest = self.profile.resume_without_session(template) if self.profile else None
@@ -591,22 +617,88 @@ class RunLoop:
                 return k
         return len(self.contract.episodes)
 
-    async def _retry_wait(self, exited: AgentExited) -> bool:
-        now = datetime.now(UTC)
-        wait_s, reason = retry_wait(
-            self._transient_failures, self.contract.retry, exited.evidence(), now=now
+    def _permanent(self, exited: AgentExited) -> int | None:
+        """A failure no wait fixes: stop, saying why and what to do. A missing session is the
+        exception when this attempt resumed one: forget it and start afresh with the handoff."""
+        reading = read_failure(exited.evidence(), self._transient)
+        permanent = reading.permanent
+        assert permanent is not None
+        resumed_session = bool(self.session_id) and self._used_session
+        if permanent.kind == "session-missing" and resumed_session and not self._fresh_next:
+            self.emit(
+                Notice(
+                    message=f"the agent's session {self.session_id} is gone "
+                    f"({permanent.matched.describe()}): starting it afresh with the handoff",
+                    level="warning",
+                )
+            )
+            self.session_id = None
+            self._fresh_next = True
+            return None
+        return self._stopped(
+            f"permanent failure ({permanent.kind}), not retried: "
+            f"{permanent.matched.describe()}; {permanent.advice}"
         )
-        self.retry_at = time.time() + wait_s
+
+    async def _retry_wait(self, exited: AgentExited) -> int | None:
+        """Wait for the next attempt; an exit status when the run ends instead (stopped during
+        the wait, or the reset is further away than `[retry] max_wait`)."""
+        now = datetime.now(UTC)
+        wait = retry_wait(
+            self._transient_failures,
+            self.contract.retry,
+            exited.evidence(),
+            now=now,
+            own_backoff=self.profile.own_backoff if self.profile else (),
+        )
+        matched = read_failure(exited.evidence(), self._transient).transient
+        if wait.until is not None and wait.seconds > self.contract.retry.max_wait:
+            # A far reset (a weekly limit): waiting here for days helps nobody.
+            self.state = "stopped"
+            self.emit(
+                RunStopped(
+                    reason=f"the agent's limit resets {wait.when} "
+                    f"({format_duration(wait.seconds)} away, more than [retry] max_wait): "
+                    "run `paella resume` after then (`--now` to try sooner)"
+                    + (f"; matched {matched.describe()}" if matched else ""),
+                    resume_after=wait.until.timestamp() + RESET_MARGIN_S,
+                )
+            )
+            return EXIT_NOT_DONE
+        self.retry_at = time.time() + wait.seconds
+        self.state = "retry-wait"
+        self.emit(
+            RetryScheduled(
+                attempt=self.attempt,
+                failures=self._transient_failures,
+                wait_s=wait.seconds,
+                resume_at=self.retry_at,
+                reason=wait.reason + (f"; matched {matched.describe()}" if matched else ""),
+                pattern=matched.pattern if matched else None,
+                line=matched.line if matched else None,
+            )
+        )
+        if not await self._sleep(wait.seconds):
+            return self._stopped(self._stop_requested or "stopped during the retry wait")
+        return None
+
+    async def _wait_until(self, until: float, why: str) -> bool:
+        """The retry wait before a resume's first attempt; False when stopped meanwhile."""
+        wait_s = max(0.0, until - time.time())
+        self.retry_at = until
         self.state = "retry-wait"
         self.emit(
             RetryScheduled(
                 attempt=self.attempt,
                 failures=self._transient_failures,
                 wait_s=wait_s,
-                resume_at=self.retry_at,
-                reason=reason,
+                resume_at=until,
+                reason=f"until {datetime.fromtimestamp(until).astimezone():%a %d %b %H:%M} local time, {why}",
             )
         )
+        return await self._sleep(wait_s)
+
+    async def _sleep(self, wait_s: float) -> bool:
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=wait_s)

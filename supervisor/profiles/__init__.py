@@ -65,6 +65,10 @@ class Profile:
     false_success: FalseSuccess = _no_false_success
     exit_code_meanings: Mapping[int, str] = field(default_factory=dict)
     """What the agent's own non-zero exit codes mean."""
+    own_backoff: Args = ()
+    """Regexes for the agent's notices of its own back-off (not a provider's reset time)."""
+    checked_versions: tuple[str, str] | None = None
+    """The lowest and highest version the profile was checked against (the corpus's range)."""
 
     def argv(self, values: Mapping[str, object], *, resume: bool = False) -> Args:
         """The profile's own start (or resume) command, placeholders expanded."""
@@ -144,6 +148,8 @@ def _profile(name: str, module: object, dialect: type[Dialect] | None) -> Profil
         decoder=make if dialect is not None else None,
         false_success=getattr(module, "false_success", _no_false_success),
         exit_code_meanings=dict(getattr(module, "EXIT_CODES", {})),
+        own_backoff=getattr(module, "OWN_BACKOFF", ()),
+        checked_versions=getattr(module, "CHECKED_VERSIONS", None),
     )
 
 

@@ -1,13 +1,15 @@
 """Codex CLI: `codex exec --json` (one JSON event a line).
 
 Events: `thread.started` (`thread_id`: the session id), `turn.started`, `turn.completed`
-(`usage`), `turn.failed` (`error.message`), `item.started` / `item.completed` with `item.type`
+(`usage{input_tokens,cached_input_tokens,output_tokens}`: the input includes the cached part),
+`turn.failed` (`error.message`), `item.started` / `item.completed` with `item.type`
 `agent_message{text}`, `command_execution{command}`, `file_change{changes}`, and `error`.
 Every fatal error exits 1, so an exit 0 after a failed turn is the only false success.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from paella_tui.supervisor.profiles.stream import (
@@ -15,6 +17,7 @@ from paella_tui.supervisor.profiles.stream import (
     Dialect,
     Record,
     as_dict,
+    as_int,
     as_list,
     error_message,
     exit_zero_error,
@@ -26,8 +29,12 @@ STREAM_FLAGS = (("--json",), ("--experimental-json",))
 """Any of these runs of arguments in the command turns the JSON stream on."""
 NEWEST_SESSION = ((("resume", "{session_id}"), ("resume", "--last")),)
 """(by id, newest): how a resume by session id reads without one."""
-TRANSIENT = ("Too Many Requests", "exceeded retry limit", "usage_limit_reached")
+TRANSIENT = ("Too Many Requests", "usage_limit_reached", "hit your usage limit")
+"""Words only: "exceeded retry limit" alone says nothing (its `last status` decides: 429 is a
+limit, 401 an expired login)."""
 
+_RECONNECTING = re.compile(r"^\s*Reconnecting(?:\.\.\.|…)\s*\d+/\d+", re.IGNORECASE)
+"""Codex retrying its stream by itself: news, not an error (the turn goes on)."""
 _CHANGE_VERBS = {"add": "Add", "delete": "Delete", "update": "Edit"}
 
 
@@ -68,7 +75,10 @@ class CodexDialect(Dialect):
         if kind == "turn.failed":
             return [f"✗ error: {one_line(error_message(record.get('error')))}"]
         if kind == "error":
-            return [f"✗ error: {one_line(record.get('message'))}"]
+            message = one_line(record.get("message"))
+            if _RECONNECTING.match(message):
+                return [f"↻ {message}"]
+            return [f"✗ error: {message}"]
         return []
 
     def update(self, stats: DecodedStats, record: Record) -> None:
@@ -80,7 +90,11 @@ class CodexDialect(Dialect):
         elif kind == "turn.completed":
             stats.turns += 1
             usage = as_dict(record.get("usage"))
-            stats.add_usage(usage.get("input_tokens"), usage.get("output_tokens"))
+            # Codex counts cached input inside `input_tokens`: fresh is the rest.
+            cached = min(as_int(usage.get("cached_input_tokens")), as_int(usage.get("input_tokens")))
+            stats.add_usage(
+                as_int(usage.get("input_tokens")) - cached, usage.get("output_tokens"), cached
+            )
         elif kind == "turn.failed":
             stats.turns += 1
             stats.error(error_message(record.get("error")))

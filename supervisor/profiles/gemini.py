@@ -2,7 +2,8 @@
 
 Events: `init` (`session_id`), `message` (`role`, `content`; the model's text may come in
 `delta` pieces), `tool_use` (`tool_name`, `parameters`), `tool_result` (`status`, `error`),
-`error` (`severity`, `message`), `result` (`status`, `stats`).
+`error` (`severity`, `message`), `result` (`status`, `stats{input_tokens,cached,input,
+output_tokens}`). A quota Gemini calls terminal (`TerminalQuotaError`) is printed on stderr.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from paella_tui.supervisor.profiles.stream import (
     Dialect,
     Record,
     as_dict,
+    as_int,
     describe_tool,
     error_message,
     exit_zero_error,
@@ -87,7 +89,12 @@ class GeminiDialect(Dialect):
             stats.error(record.get("message"), fatal=record.get("severity") == "error")
         elif kind == "result":
             usage = as_dict(record.get("stats"))
-            stats.add_usage(usage.get("input_tokens"), usage.get("output_tokens"))
+            # `input_tokens` is the whole prompt, cached part included; newer versions also
+            # give `cached` and `input` (the fresh part).
+            prompt = as_int(usage.get("input_tokens"))
+            cached = min(as_int(usage.get("cached")), prompt) if prompt else as_int(usage.get("cached"))
+            fresh = as_int(usage["input"]) if isinstance(usage.get("input"), int) else prompt - cached
+            stats.add_usage(fresh, usage.get("output_tokens"), cached)
             if record.get("status") not in (None, "success"):
                 stats.error(error_message(record.get("error")) or "the result was an error")
             else:

@@ -1,7 +1,9 @@
 """opencode: `opencode run --format json` (one JSON event a line, `sessionID` on each).
 
 Events: `text` (`part.text`), `tool_use` (`part.tool`, `part.state.input`), `step_finish`
-(`part.tokens{input,output}`, `part.cost`), `error` (`error.data.message` or `error.message`).
+(`part.tokens{input,output,reasoning,cache{read,write}}`, `part.cost`), `error`
+(`error.data.message` or `error.message`). Some failures reach stderr only: "Session not found"
+after `run -s` with an unknown id (exit 0), a provider's limit in `ERROR` log lines.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from paella_tui.supervisor.profiles.stream import (
     Dialect,
     Record,
     as_dict,
+    as_int,
     describe_tool,
     error_message,
     exit_zero_error,
@@ -57,7 +60,12 @@ class OpencodeDialect(Dialect):
             part = as_dict(record.get("part"))
             stats.turns += 1
             tokens = as_dict(part.get("tokens"))
-            stats.add_usage(tokens.get("input"), tokens.get("output"))
+            cache = as_dict(tokens.get("cache"))
+            stats.add_usage(
+                tokens.get("input"),
+                as_int(tokens.get("output")) + as_int(tokens.get("reasoning")),
+                as_int(cache.get("read")) + as_int(cache.get("write")),
+            )
             stats.add_cost(part.get("cost"))
         elif kind == "error":
             stats.error(error_message(record.get("error")))

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from paella_tui.supervisor.events import Usage
 
 MAX_LINE_BYTES = 8 * 1024**2
 """A line longer than this is cut and shown as plain text (a JSON record is never this big)."""
+
+MAX_NOTES = 60
+"""Signals kept per attempt (the newest): error messages and lines that were not records."""
 
 MAX_SHOWN = 300
 """Characters kept of one rendered line (a command, a path, an error)."""
@@ -43,15 +47,22 @@ class DecodedStats:
     """The agent's own session id (for `{session_id}` in the resume command)."""
     turns: int = 0
     input_tokens: int = 0
+    """Fresh input tokens (not from the prompt cache)."""
     output_tokens: int = 0
     cost_usd: float | None = None
     """Summed over the records that gave one; None when no record did."""
+    cached_input_tokens: int = 0
+    """Input tokens read from or written to the prompt cache."""
     is_error: bool = False
     """The agent's own verdict on the attempt was an error (even if it exits 0)."""
     last_error: str | None = None
     """The last error message the stream carried."""
     records: int = 0
     """JSON records decoded."""
+    notes: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_NOTES))
+    """What the agent said about itself, in order: the stream's error messages (fatal or not)
+    and the lines that were not records (stderr, banners). Endings are judged from these, not
+    from the model's replies."""
 
     def usage(self) -> Usage:
         """Turns, tokens and cost so far, as the ledger and the header keep them."""
@@ -60,12 +71,14 @@ class DecodedStats:
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             cost_usd=self.cost_usd,
+            cached_input_tokens=self.cached_input_tokens,
         )
 
-    def add_usage(self, input_tokens: object, output_tokens: object) -> None:
-        """Add token counts, ignoring anything that is not a number."""
+    def add_usage(self, input_tokens: object, output_tokens: object, cached: object = 0) -> None:
+        """Add token counts (fresh input, output, cached input), ignoring what is not a number."""
         self.input_tokens += as_int(input_tokens)
         self.output_tokens += as_int(output_tokens)
+        self.cached_input_tokens += as_int(cached)
 
     def add_cost(self, cost: object) -> None:
         """Add a cost in US dollars, when it is a number."""
@@ -76,6 +89,7 @@ class DecodedStats:
         """Record an error message; `fatal` marks the attempt as failed by the agent's account."""
         text = one_line(message) or "unknown error"
         self.last_error = text
+        self.notes.append(text)
         if fatal:
             self.is_error = True
         return text
@@ -144,6 +158,8 @@ class StreamDecoder:
             except (ValueError, RecursionError):
                 record = None
         if not isinstance(record, dict):
+            if stripped:
+                self.stats.notes.append(text)
             return [DisplayLine(text, structured=False)]
         self.stats.records += 1
         with contextlib.suppress(Exception):  # an unexpected shape must not stop the run
@@ -221,9 +237,20 @@ _READ = {"read", "read_file", "read_many_files", "view", "cat", "notebookread"}
 _EDIT = {"edit", "multiedit", "replace", "patch", "apply_patch", "notebookedit", "str_replace"}
 _WRITE = {"write", "write_file", "create", "create_file"}
 _SHELL = {"bash", "shell", "run_shell_command", "exec_command", "local_shell"}
-_PATH_KEYS = ("file_path", "filePath", "absolute_path", "path", "notebook_path", "file", "paths")
+_PATH_KEYS = (
+    "file_path",
+    "filePath",
+    "absolute_path",
+    "path",
+    "notebook_path",
+    "file",
+    "paths",
+    "dir_path",
+    "dirPath",
+    "directory",
+)
 _COMMAND_KEYS = ("command", "cmd")
-_SUMMARY_KEYS = ("pattern", "query", "url", "description", "prompt")
+_SUMMARY_KEYS = ("pattern", "query", "url", "description", "prompt", "request", "q")
 
 
 def _first(args: Record, keys: Sequence[str]) -> str:
