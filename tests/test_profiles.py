@@ -146,7 +146,8 @@ def test_the_commands_carry_the_stream_flags() -> None:
     )  # fmt: skip
     # Options of `exec` go before its `resume` subcommand.
     assert PROFILES["codex"].argv(VALUES, resume=True) == (
-        "codex", "exec", "--json", "--sandbox", "workspace-write", "resume", "SESSION-42",
+        "codex", "exec", "--json", "-c", 'sandbox_mode="workspace-write"', "resume",
+            "SESSION-42",
         "Resume: episode 2",
     )  # fmt: skip
     assert PROFILES["gemini"].argv(VALUES, resume=True) == (
@@ -183,7 +184,8 @@ def test_a_resume_without_a_session_id_takes_the_newest_session_here() -> None:
         "--output-format", "stream-json", "--verbose",
     )  # fmt: skip
     assert newest["codex"] == (
-        "codex", "exec", "--json", "--sandbox", "workspace-write", "resume", "--last",
+        "codex", "exec", "--json", "-c", 'sandbox_mode="workspace-write"', "resume",
+            "--last",
         "{handoff}",
     )  # fmt: skip
     assert newest["gemini"] is not None and newest["gemini"][:3] == ("gemini", "-r", "latest")
@@ -207,8 +209,8 @@ def test_transient_patterns_extend_the_contracts() -> None:
         "OVERLOADED",
         "overloaded_error",
         "rate_limit_error",
-        "API Error: 529",
         "limit reached",
+        "hit your limit",
     )
 
 
