@@ -1,0 +1,152 @@
+"""Real agent output (tests/corpus/): each sample read by its profile the way the run loop reads it.
+
+Every sample is kept verbatim with its provenance and expected reading in a sidecar
+(`<name>.toml`, see tests/corpus/README.md). The bytes go through the profile's decoder in small
+pieces (lines and UTF-8 characters split across reads, as from a pty); then the ending is judged
+from what the decoder kept (the agent's signals, or the tail for a plain-text agent), the exit
+code the sidecar names, and the profile's false-success rule; the reset time comes from the
+same evidence. Checked: session id, usage (fresh input, cached input, output, cost), readable
+lines (no raw records, no decoding garbage), the ending, the matched words, the reset instant.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from paella_tui.supervisor.contract import RetryConfig
+from paella_tui.supervisor.events import AgentExited
+from paella_tui.supervisor.profiles import PROFILES, DecodedStats
+from paella_tui.supervisor.retry import classify, read_failure, retry_wait
+
+CORPUS = Path(__file__).parent / "corpus"
+SAMPLES = sorted(CORPUS.glob("*/*.toml"))
+PIECE = 7
+ENDINGS = {"claimed-done", "false-success", "transient", "permanent", "crash"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What paella made of one sample."""
+
+    shown: list[str]
+    stats: DecodedStats
+    exited: AgentExited
+    ending: str
+
+
+def wire_bytes(raw: str, form: str) -> bytes:
+    """The bytes the agent printed. `pretty-json`: a record a wrapper pretty-printed goes back to
+    one line (what the CLI wrote), its content unchanged."""
+    if form == "pretty-json":
+        decoder, text, out, at = json.JSONDecoder(), raw, [], 0
+        while at < len(text):
+            if text[at].isspace():
+                at += 1
+                continue
+            record, at = decoder.raw_decode(text, at)
+            out.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+        return ("\n".join(out) + "\n").encode()
+    return raw.encode()
+
+
+def read_sample(agent: str, raw: bytes, exit_code: int) -> Reading:
+    """Feed `raw` through the agent's profile as the run loop does, and judge the ending."""
+    profile = PROFILES[agent]
+    decoder = profile.new_decoder()
+    lines = []
+    for start in range(0, len(raw), PIECE):
+        lines.extend(decoder.feed(raw[start : start + PIECE]))
+    lines.extend(decoder.finish())
+    shown = [line.text for line in lines]
+    tail = tuple(shown[-40:])
+    stats = decoder.stats
+    streamed = profile.decoder is not None
+    false_success = profile.false_success(tail, exit_code, stats)
+    exited = AgentExited(
+        attempt=1,
+        exit_code=exit_code,
+        signal=None,
+        tail=tail,
+        false_success=false_success,
+        signals=tuple(stats.notes) if streamed else None,
+    )
+    transient = profile.transient_patterns(RetryConfig().transient)
+    ending: str = classify(exited, all_gates_green=False, transient=transient)
+    if ending == "crash" and false_success:
+        ending = "false-success"
+    return Reading(shown, stats, exited, ending)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return tomllib.loads(path.read_text())
+
+
+@pytest.mark.parametrize("sidecar", SAMPLES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_corpus_sample(sidecar: Path) -> None:
+    meta = _load(sidecar)
+    expect = meta["expect"]
+    agent = sidecar.parent.name
+    raw = wire_bytes((sidecar.with_suffix(".out")).read_text(), meta.get("form", "lines"))
+    got = read_sample(agent, raw, meta["exit_code"])
+
+    assert expect["ending"] in ENDINGS
+    assert got.ending == expect["ending"], got.exited.evidence()[-8:]
+    assert got.stats.session_id == expect.get("session_id")
+    for key in ("input_tokens", "cached_input_tokens", "output_tokens"):
+        if key in expect:
+            assert getattr(got.stats, key) == expect[key], key
+    if "cost_usd" in expect:
+        assert got.stats.cost_usd == pytest.approx(expect["cost_usd"])
+    assert bool(got.exited.false_success) == expect.get("false_success", False)
+
+    reading = read_failure(got.exited.evidence(), PROFILES[agent].transient_patterns(()))
+    if "permanent" in expect:
+        assert reading.permanent is not None and reading.permanent.kind == expect["permanent"]
+    if "matched" in expect:
+        assert reading.transient is not None and reading.transient.pattern == expect["matched"]
+        assert reading.transient.line in got.exited.evidence()
+
+    # Readable: the records became lines; nothing raw, nothing garbled.
+    text = "\n".join(got.shown)
+    assert "\ufffd" not in text
+    if PROFILES[agent].decoder is not None and got.stats.records:
+        assert not any(line.lstrip().startswith('{"type"') for line in got.shown)
+    for needle in expect.get("shown", []):
+        assert any(needle in line for line in got.shown), needle
+    for needle in expect.get("not_shown", []):
+        assert not any(needle in line for line in got.shown), needle
+
+    now = datetime.fromisoformat(meta["now"]).astimezone(UTC)
+    wait = retry_wait(
+        1,
+        RetryConfig(),
+        got.exited.evidence(),
+        now=now,
+        local_tz=UTC,
+        own_backoff=PROFILES[agent].own_backoff,
+    )
+    if "reset" in expect:
+        expected = datetime.fromisoformat(expect["reset"]).astimezone(UTC)
+        assert wait.until is not None, "no reset read"
+        assert abs((wait.until - expected).total_seconds()) < 1
+    else:
+        assert wait.until is None, wait.reason
+
+
+def test_the_corpus_is_large_and_varied_enough() -> None:
+    metas = [_load(p) for p in SAMPLES]
+    assert all(p.with_suffix(".out").exists() for p in SAMPLES)
+    assert all(m.get("source") and m.get("cli") for m in metas)
+    assert {p.parent.name for p in SAMPLES} == set(PROFILES)
+    failures = [m for m in metas if m["expect"]["ending"] != "claimed-done"]
+    assert len(failures) >= 15
+    readme = (CORPUS / "README.md").read_text()
+    for path in SAMPLES:
+        assert f"{path.parent.name}/{path.stem}" in readme
