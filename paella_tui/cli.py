@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             help="what to do when the agent dies (headless default: stop)",
         )
+        if name == "resume":
+            p.add_argument(
+                "--now",
+                action="store_true",
+                help="resume even though the agent's limit has not reset yet",
+            )
 
     p = sub.add_parser(
         "demo", help="the whole flow on a built-in scenario (no API key, no network)"

@@ -27,9 +27,9 @@ from paella_tui.supervisor import checkpoints as ckpt
 from paella_tui.supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.contract import Contract, expand_placeholders
-from paella_tui.supervisor.durations import format_duration
 from paella_tui.supervisor.decoded_tail import DecodedTail
 from paella_tui.supervisor.drift import DriftTracker
+from paella_tui.supervisor.durations import format_duration
 from paella_tui.supervisor.evaluation import Evaluator
 from paella_tui.supervisor.events import (
     AgentExited,
@@ -336,10 +336,12 @@ class RunLoop:
         handoff_path: Path | None = None
         if resume:
             handoff_path = await self._write_handoff(ending="paella resume")
-            if self._not_before is not None and self._not_before > time.time():
-                # `paella resume` before the agent's limit resets: wait for it first.
-                if not await self._wait_until(self._not_before, "the agent's limit resets then"):
-                    return self._stopped(self._stop_requested or "stopped during the wait")
+            # `paella resume` before the agent's limit resets: wait for it first.
+            waits = self._not_before is not None and self._not_before > time.time()
+            if waits and not await self._wait_until(
+                self._not_before or 0.0, "the agent's limit resets then"
+            ):
+                return self._stopped(self._stop_requested or "stopped during the wait")
         else:
             self.evaluator.request("run start")
         while True:

@@ -314,4 +314,21 @@ class RunView:
             "drift": drift,
             "done": state == "done",
             "supervisor": self.supervisor(),
+            "retry": self.retry(state),
         }
+
+    def retry(self, state: str | None = None) -> dict[str, Any] | None:
+        """During a wait for the next attempt, until when (epoch seconds) and why; also after a
+        run stopped on a far reset (until then `paella resume` waits or refuses). Else None."""
+        state = state or self.state()
+        if state == "retry-wait":
+            scheduled = self.of_kind("retry-scheduled")
+            if scheduled:
+                last = scheduled[-1]
+                return {"until": last.get("resume_at"), "reason": last.get("reason")}
+        if state == "stopped":
+            stopped = self.of_kind("run-stopped")
+            if stopped and stopped[-1].get("resume_after"):
+                last = stopped[-1]
+                return {"until": last.get("resume_after"), "reason": last.get("reason")}
+        return None

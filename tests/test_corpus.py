@@ -150,3 +150,84 @@ def test_the_corpus_is_large_and_varied_enough() -> None:
     readme = (CORPUS / "README.md").read_text()
     for path in SAMPLES:
         assert f"{path.parent.name}/{path.stem}" in readme
+
+
+# --- end to end: a recorded sample through the real run loop -------------------------------
+
+
+def _replay_run(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, sample: str, profile: str, agent: list[str]
+) -> tuple[int, list[Any], Any]:
+    import asyncio
+    import sys
+
+    import tomli_w
+
+    from paella_tui.supervisor.contract import load_contract
+    from paella_tui.supervisor.run_loop import RunLoop, policy
+    from paella_tui.supervisor.runs import RunStore
+    from paella_tui.supervisor.workspace import Workspace
+
+    meta = _load(CORPUS / f"{sample}.toml")
+    monkeypatch.setenv("CORPUS_SAMPLE", str(CORPUS / f"{sample}.out"))
+    monkeypatch.setenv("CORPUS_EXIT", str(meta["exit_code"]))
+    replay = [sys.executable, str(Path(__file__).parent / "profile_agents" / "corpus_replay.py")]
+    contract = {
+        "run": {"prompt": "make done.txt", "profile": profile, "agent": [*replay, *agent]},
+        "watch": {"settle": "0.2s"},
+        "retry": {"backoff": "1s", "max_attempts": 3, "max_wait": "1s"},
+        "gate": [{"name": "done", "cmd": "test -f done.txt", "timeout": "10s"}],
+        "episode": [{"name": "done", "goal": "done.txt exists", "gates": ["done"]}],
+    }
+    (repo / "paella.toml").write_text(tomli_w.dumps(contract))
+    loaded = load_contract(repo / "paella.toml")
+    run = RunStore(Workspace.find(repo)).create(loaded, manual=False)
+    events: list[Any] = []
+    loop = RunLoop(run=run, contract=loaded, emit=events.append, decide=policy("continue"))
+    code = asyncio.run(asyncio.wait_for(loop.run(), 60))
+    return code, events, run
+
+
+def test_an_expired_codex_login_stops_the_run_without_a_retry(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from paella_tui.supervisor.events import AgentStarted, RetryScheduled, RunStopped
+
+    code, events, run = _replay_run(
+        repo, monkeypatch, "codex/hive-mind-715-expired-login", "codex", ["exec", "--json"]
+    )
+    assert code == 1
+    assert len([e for e in events if isinstance(e, AgentStarted)]) == 1
+    assert not [e for e in events if isinstance(e, RetryScheduled)]
+    (stopped,) = [e for e in events if isinstance(e, RunStopped)]
+    assert stopped.reason.startswith("permanent failure (auth), not retried")
+    assert "401 Unauthorized" in stopped.reason and "log the agent in again" in stopped.reason
+    ledger = list(run.ledger.read().of_kind("run-stopped"))
+    assert ledger[-1]["reason"] == stopped.reason
+
+
+def test_a_claude_limit_beyond_max_wait_stops_and_says_when_to_resume(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from paella_tui.supervisor.events import AgentExited, RetryScheduled, RunStopped
+    from paella_tui.supervisor.run_view import RunView
+
+    code, events, run = _replay_run(
+        repo,
+        monkeypatch,
+        "claude/issue-62815-limit-text",
+        "claude",
+        ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"],
+    )
+    assert code == 1
+    (exited,) = [e for e in events if isinstance(e, AgentExited)]
+    assert exited.exit_code == 1
+    assert not [e for e in events if isinstance(e, RetryScheduled)]
+    (stopped,) = [e for e in events if isinstance(e, RunStopped)]
+    assert stopped.resume_after is not None
+    reset = datetime.fromtimestamp(stopped.resume_after, UTC)
+    jerusalem = reset.astimezone(__import__("zoneinfo").ZoneInfo("Asia/Jerusalem"))
+    assert (jerusalem.hour, jerusalem.minute) == (17, 30)  # 5:30pm plus the 5 s margin
+    assert "paella resume" in stopped.reason and "'hit your limit' in:" in stopped.reason
+    retry = RunView.load(run).to_json()["retry"]
+    assert retry == {"until": stopped.resume_after, "reason": stopped.reason}

@@ -157,6 +157,13 @@ def check(args: argparse.Namespace) -> int:
         problems.append(
             (EXIT_WORKSPACE, f"{busy[0]} is in progress: finish or abort it first ({busy[1]})")
         )
+    profile = get_profile(contract.run.profile)
+    if profile is not None and command_found(contract.run.agent, ws.root):
+        from paella_tui.supervisor.profiles.versions import probe_version, version_note
+
+        found = probe_version(contract.run.agent[0], ws.root)
+        ok, note = version_note(contract.run.agent[0], found, profile.checked_versions)
+        print(f"  {note}" if ok else f"⚠ {note}")
     for _, message in problems:
         print(f"✗ {message}", file=sys.stderr)
     if problems:

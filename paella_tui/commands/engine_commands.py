@@ -7,6 +7,8 @@ import asyncio
 import json
 import os
 import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
 from paella_tui.commands.context import Context, command_found, warn
@@ -50,7 +52,9 @@ def _on_death(args: argparse.Namespace, *, tui: bool) -> str:
     return on_death
 
 
-def _supervise(run: Run, *, resume: bool, on_death: str, tui: bool = False) -> int:
+def _supervise(
+    run: Run, *, resume: bool, on_death: str, tui: bool = False, not_before: float | None = None
+) -> int:
     from paella_tui.supervisor.run_loop import RunLoop, install_signal_handlers, policy
 
     contract = run.load_contract()
@@ -70,7 +74,12 @@ def _supervise(run: Run, *, resume: bool, on_death: str, tui: bool = False) -> i
 
     async def main() -> int:
         loop = RunLoop(
-            run=run, contract=contract, emit=printer(), decide=policy(on_death), resume=resume
+            run=run,
+            contract=contract,
+            emit=printer(),
+            decide=policy(on_death),
+            resume=resume,
+            not_before=not_before,
         )
         install_signal_handlers(asyncio.get_running_loop(), loop)
         code = await loop.run()
@@ -116,8 +125,33 @@ def resume(args: argparse.Namespace) -> int:
             f"run {run_.run_id} is already done: every gate was green. Start a new one with `paella run`."
         )
         return 0
+    not_before = _limit_reset(run_, now=getattr(args, "now", False))
+    if not_before is not None and not_before < 0:
+        return 1
     run_.ledger.append("resumed", paella_pid=os.getpid())
-    return _supervise(run_, resume=True, on_death=on_death, tui=tui)
+    return _supervise(run_, resume=True, on_death=on_death, tui=tui, not_before=not_before)
+
+
+def _limit_reset(run_: Run, *, now: bool) -> float | None:
+    """When the run stopped on the agent's far limit reset: the time to wait for (a wait within
+    `[retry] max_wait`), -1 after refusing (further away), None when there is nothing to wait
+    for or `--now` says not to."""
+    retry = RunView.load(run_).retry()
+    until = retry.get("until") if retry else None
+    if now or not isinstance(until, int | float) or until <= time.time():
+        return None
+    contract = RunView.load(run_).contract
+    max_wait = contract.retry.max_wait if contract is not None else 0.0
+    when = datetime.fromtimestamp(until).astimezone()
+    if until - time.time() > max_wait:
+        print(
+            f"paella: the agent's limit resets {when:%a %d %b %H:%M} local time: resume after "
+            "then, or now anyway with `paella resume --now`",
+            file=sys.stderr,
+        )
+        return -1.0
+    print(f"paella: waiting until {when:%H:%M} local time, when the agent's limit resets")
+    return float(until)
 
 
 def gates(args: argparse.Namespace) -> int:

@@ -41,3 +41,7 @@ def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedSt
         if _FAILURE.search(line):
             return f"exit 0, but aider's API call failed: {one_line(line)}"
     return None
+
+
+CHECKED_VERSIONS = ("0.40.0", "0.86.1")
+"""The versions this profile was checked against (tests/corpus and the stand-ins)."""

@@ -119,10 +119,16 @@ class ClaudeDialect(Dialect):
                 # In the words the reset parser reads: "five_hour limit reached|1767225600".
                 limit = str(info.get("rateLimitType") or "usage")
                 stats.notes.append(
-                    f"{limit} limit reached|{as_int(resets)}" if resets else f"{limit} limit reached"
+                    f"{limit} limit reached|{as_int(resets)}"
+                    if resets
+                    else f"{limit} limit reached"
                 )
 
 
 def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedStats) -> str | None:
     """Exit 0 after a `result` with `is_error: true` (a usage limit does this)."""
     return exit_zero_error(exit_code, decoded, "Claude Code")
+
+
+CHECKED_VERSIONS = ("2.1.0", "2.1.219")
+"""The versions this profile was checked against (tests/corpus and the stand-ins)."""

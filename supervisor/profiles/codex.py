@@ -91,7 +91,9 @@ class CodexDialect(Dialect):
             stats.turns += 1
             usage = as_dict(record.get("usage"))
             # Codex counts cached input inside `input_tokens`: fresh is the rest.
-            cached = min(as_int(usage.get("cached_input_tokens")), as_int(usage.get("input_tokens")))
+            cached = min(
+                as_int(usage.get("cached_input_tokens")), as_int(usage.get("input_tokens"))
+            )
             stats.add_usage(
                 as_int(usage.get("input_tokens")) - cached, usage.get("output_tokens"), cached
             )
@@ -106,3 +108,7 @@ class CodexDialect(Dialect):
 def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedStats) -> str | None:
     """Exit 0 after `turn.failed` (Codex exits 1 on every fatal error; this is a safeguard)."""
     return exit_zero_error(exit_code, decoded, "Codex CLI")
+
+
+CHECKED_VERSIONS = ("0.46.0", "0.149.0")
+"""The versions this profile was checked against (tests/corpus and the stand-ins)."""

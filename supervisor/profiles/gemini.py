@@ -92,8 +92,12 @@ class GeminiDialect(Dialect):
             # `input_tokens` is the whole prompt, cached part included; newer versions also
             # give `cached` and `input` (the fresh part).
             prompt = as_int(usage.get("input_tokens"))
-            cached = min(as_int(usage.get("cached")), prompt) if prompt else as_int(usage.get("cached"))
-            fresh = as_int(usage["input"]) if isinstance(usage.get("input"), int) else prompt - cached
+            cached = (
+                min(as_int(usage.get("cached")), prompt) if prompt else as_int(usage.get("cached"))
+            )
+            fresh = (
+                as_int(usage["input"]) if isinstance(usage.get("input"), int) else prompt - cached
+            )
             stats.add_usage(fresh, usage.get("output_tokens"), cached)
             if record.get("status") not in (None, "success"):
                 stats.error(error_message(record.get("error")) or "the result was an error")
@@ -105,3 +109,7 @@ class GeminiDialect(Dialect):
 def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedStats) -> str | None:
     """Exit 0 after a `result` whose status is an error."""
     return exit_zero_error(exit_code, decoded, "Gemini CLI")
+
+
+CHECKED_VERSIONS = ("0.6.0", "0.50.0")
+"""The versions this profile was checked against (tests/corpus and the stand-ins)."""

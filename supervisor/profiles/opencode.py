@@ -74,3 +74,7 @@ class OpencodeDialect(Dialect):
 def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedStats) -> str | None:
     """Exit 0 after an `error` event."""
     return exit_zero_error(exit_code, decoded, "opencode")
+
+
+CHECKED_VERSIONS = ("0.6.0", "1.18.0")
+"""The versions this profile was checked against (tests/corpus and the stand-ins)."""
