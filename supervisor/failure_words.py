@@ -122,7 +122,7 @@ _PERMANENT: tuple[tuple[PermanentKind, str, str], ...] = (
         r"\boauth token (?:has )?expired\b|\btoken (?:has )?expired\b.{0,40}\blog ?in\b",
     ),
     ("auth", "permission_error", r"\bpermission_error\b"),
-    ("billing", "credit balance too low", r"\bcredit balance is too low\b"),
+    ("billing", "credit balance too low", r"\bcredit balance (?:is )?too low\b"),
     ("billing", "insufficient_quota", r"\binsufficient[ _]quota\b"),
     ("billing", "billing hard limit", r"\bbilling hard limit\b"),
     ("billing", "not included in your plan", r"\bnot included in your plan\b"),

@@ -206,6 +206,7 @@ def test_paella_status_says_what_the_agent_reported(
         "input_tokens": 1200,
         "output_tokens": 60,
         "cost_usd": pytest.approx(0.012),
+        "cached_input_tokens": 0,
     }
 
 
