@@ -156,7 +156,12 @@ def test_the_corpus_is_large_and_varied_enough() -> None:
 
 
 def _replay_run(
-    repo: Path, monkeypatch: pytest.MonkeyPatch, sample: str, profile: str, agent: list[str]
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sample: str,
+    profile: str,
+    agent: list[str],
+    resume: list[str] | None = None,
 ) -> tuple[int, list[Any], Any]:
     import asyncio
     import sys
@@ -168,12 +173,23 @@ def _replay_run(
     from paella_tui.supervisor.runs import RunStore
     from paella_tui.supervisor.workspace import Workspace
 
-    meta = _load(CORPUS / f"{sample}.toml")
-    monkeypatch.setenv("CORPUS_SAMPLE", str(CORPUS / f"{sample}.out"))
-    monkeypatch.setenv("CORPUS_EXIT", str(meta["exit_code"]))
+    samples = sample.split(",")
+    exits = [str(_load(CORPUS / f"{name}.toml")["exit_code"]) for name in samples]
+    monkeypatch.setenv("CORPUS_SAMPLE", ",".join(str(CORPUS / f"{n}.out") for n in samples))
+    monkeypatch.setenv("CORPUS_EXIT", ",".join(exits))
+    monkeypatch.setenv("CORPUS_WRITE", str(repo / "done.txt"))
+    monkeypatch.setenv("CORPUS_WRITE_ON", str(len(samples)) if len(samples) > 1 else "0")
+    monkeypatch.setenv("CORPUS_ARGV_FILE", str(repo.parent / "argv.jsonl"))
     replay = [sys.executable, str(Path(__file__).parent / "profile_agents" / "corpus_replay.py")]
+    run_table: dict[str, Any] = {
+        "prompt": "make done.txt",
+        "profile": profile,
+        "agent": [*replay, *agent],
+    }
+    if resume is not None:
+        run_table["resume"] = [*replay, *resume]
     contract = {
-        "run": {"prompt": "make done.txt", "profile": profile, "agent": [*replay, *agent]},
+        "run": run_table,
         "watch": {"settle": "0.2s"},
         "retry": {"backoff": "1s", "max_attempts": 3, "max_wait": "1s"},
         "gate": [{"name": "done", "cmd": "test -f done.txt", "timeout": "10s"}],
@@ -231,3 +247,36 @@ def test_a_claude_limit_beyond_max_wait_stops_and_says_when_to_resume(
     assert "paella resume" in stopped.reason and "'hit your limit' in:" in stopped.reason
     retry = RunView.load(run).to_json()["retry"]
     assert retry == {"until": stopped.resume_after, "reason": stopped.reason}
+
+
+def test_a_missing_session_is_dropped_and_the_agent_starts_afresh_with_the_handoff(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from paella_tui.supervisor.events import AgentStarted, Notice, RunDone
+
+    # 1: opencode works in a session and stops short (gates red); 2: the resume of that session finds it gone
+    # (exit 0, "Session not found" on stderr only); 3: a fresh start finishes the work.
+    code, events, run = _replay_run(
+        repo,
+        monkeypatch,
+        "opencode/pr-2810-step-events,opencode/issue-27559-missing-session-exit0,"
+        "opencode/takopi-stream-success",
+        "opencode",
+        ["run", "--format", "json", "{prompt}"],
+        resume=["run", "--format", "json", "-s", "{session_id}", "{handoff}"],
+    )
+    assert code == 0 and [e for e in events if isinstance(e, RunDone)]
+    argvs = [json.loads(line) for line in (repo.parent / "argv.jsonl").read_text().splitlines()]
+    assert len(argvs) == 3
+    assert argvs[1][:5] == ["run", "--format", "json", "-s", "ses_6783457c2ffeICANaRjenHkVxv"]
+    # The fresh start is the start command, with the handoff as its task, and no session.
+    assert argvs[2][:3] == ["run", "--format", "json"] and "-s" not in argvs[2]
+    assert "ses_6783457c2ffeICANaRjenHkVxv" not in " ".join(argvs[2][:3])
+    assert "Handoff" in argvs[2][3] or "handoff" in argvs[2][3].lower()
+    notices = [e.message for e in events if isinstance(e, Notice)]
+    assert any("is gone" in m and "session not found" in m for m in notices)
+    assert [e.resumed for e in events if isinstance(e, AgentStarted)] == [False, True, True]
+    # The ledger says the same: the second attempt's ending, and the run done after the third.
+    exits = list(run.ledger.read().of_kind("agent-exited"))
+    assert [(r["attempt"], r["exit_code"]) for r in exits] == [(1, 0), (2, 0), (3, 0)]
+    assert list(run.ledger.read().of_kind("run-done"))
