@@ -95,6 +95,7 @@ class PaellaApp(App[int]):
         clock: Callable[[], float] = time.time,
         stop_grace: float = 10.0,
         engine: bool = True,
+        not_before: float | None = None,
     ) -> None:
         """``engine=False`` shows only what is fed to :meth:`feed` (tests, screenshots)."""
         super().__init__()
@@ -111,6 +112,7 @@ class PaellaApp(App[int]):
         self.alarm = Alarm(self)
         """Rings a death, a drift, exhausted retries: bell, toast, desktop, tmux."""
         self._resume_first = resume
+        self._not_before = not_before
         self._on_death = on_death
         self._clock = clock
         self._stop_grace = stop_grace
@@ -179,6 +181,7 @@ class PaellaApp(App[int]):
                 decide=self._decide,
                 resume=resume,
                 stop_grace=self._stop_grace,
+                not_before=self._not_before if resume else None,
             )
         )
         self.run_loop = loop

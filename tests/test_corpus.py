@@ -12,6 +12,7 @@ lines (no raw records, no decoding garbage), the ending, the matched words, the 
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -280,3 +281,59 @@ def test_a_missing_session_is_dropped_and_the_agent_starts_afresh_with_the_hando
     exits = list(run.ledger.read().of_kind("agent-exited"))
     assert [(r["attempt"], r["exit_code"]) for r in exits] == [(1, 0), (2, 0), (3, 0)]
     assert list(run.ledger.read().of_kind("run-done"))
+
+
+def test_paella_resume_refuses_before_a_far_reset_unless_told_now(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, paella: Any
+) -> None:
+    code, _events, run = _replay_run(
+        repo,
+        monkeypatch,
+        "claude/issue-62815-limit-text",
+        "claude",
+        ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"],
+    )
+    assert code == 1
+    status = json.loads(paella(repo, "status", "--json").stdout)
+    assert status["state"] == "stopped"
+    assert status["retry"]["until"] > datetime.now(UTC).timestamp()
+    assert "17:30 Asia/Jerusalem" in status["retry"]["reason"]
+
+    refused = paella(repo, "resume", "--headless")
+    assert refused.returncode == 1
+    assert "limit resets" in refused.stderr and "paella resume --now" in refused.stderr
+    assert len(list(run.ledger.read().of_kind("agent-started"))) == 1  # nothing started
+
+    forced = paella(repo, "resume", "--headless", "--now")
+    # The agent ran again (and met the same limit, so the run stops again, saying when).
+    assert forced.returncode == 1, forced.stderr
+    assert len(list(run.ledger.read().of_kind("agent-started"))) == 2
+
+
+@pytest.mark.parametrize(
+    ("printed", "expected"),
+    [
+        ("2.1.107 (Claude Code)", "claude version: 2.1.107 (Claude Code) (profile checked against"),
+        ("3.0.1 (Claude Code)", "⚠ claude version: 3.0.1 (Claude Code), outside the range"),
+        ("", "⚠ claude --version printed no version"),
+    ],
+)
+def test_paella_check_says_which_agent_version_it_found(
+    repo: Path, tmp_path: Path, paella: Any, printed: str, expected: str
+) -> None:
+    import tomli_w
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "claude"
+    fake.write_text(f"#!/bin/sh\necho '{printed}'\n")
+    fake.chmod(0o755)
+    contract = {
+        "run": {"prompt": "p", "profile": "claude"},
+        "gate": [{"name": "done", "cmd": "true"}],
+        "episode": [{"name": "done", "gates": ["done"]}],
+    }
+    (repo / "paella.toml").write_text(tomli_w.dumps(contract))
+    shown = paella(repo, "check", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert shown.returncode == 0, shown.stderr
+    assert expected in shown.stdout

@@ -67,7 +67,9 @@ def _supervise(
         # Textual is imported here only: `paella --help` and headless runs never load it.
         from paella_tui.app import PaellaApp, run_app
 
-        app = PaellaApp(run=run, contract=contract, resume=resume, on_death=on_death)
+        app = PaellaApp(
+            run=run, contract=contract, resume=resume, on_death=on_death, not_before=not_before
+        )
         return asyncio.run(run_app(app))
 
     from paella_tui.headless import printer
