@@ -22,9 +22,7 @@ DriftKind = Literal[
     "regression", "protected", "contract", "scope", "stall", "claimed-done", "history", "flapping"
 ]
 
-Ending = Literal[
-    "done", "claimed-done", "transient", "permanent", "crash", "signal", "stopped"
-]
+Ending = Literal["done", "claimed-done", "transient", "permanent", "crash", "signal", "stopped"]
 
 
 @dataclass(frozen=True, kw_only=True)

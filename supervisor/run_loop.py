@@ -132,6 +132,16 @@ class RunLoop:
         """The agent's output across attempts, display-ready; poll its ``version``."""
         self.snapshotter = Snapshotter(self.workspace, max_file_size=contract.run.max_file_size)
         view = RunView.load(run)
+        stops = view.of_kind("run-stopped")
+        last = stops[-1] if stops else {}
+        self._stopped_on_words: str | None = (
+            str(last.get("reason"))
+            if last.get("resume_after")
+            or str(last.get("reason", "")).startswith("permanent failure")
+            else None
+        )
+        """Why the run stopped last time, when it was a far reset or a permanent failure: the
+        resume's handoff says so."""
         self.attempt = max(
             (int(r.get("attempt", 0)) for r in view.of_kind("agent-started")), default=0
         )
@@ -335,7 +345,14 @@ class RunLoop:
         resume = self._resume_first
         handoff_path: Path | None = None
         if resume:
-            handoff_path = await self._write_handoff(ending="paella resume")
+            handoff_path = await self._write_handoff(
+                ending="paella resume"
+                + (
+                    f" (the run had stopped: {self._stopped_on_words})"
+                    if self._stopped_on_words
+                    else ""
+                )
+            )
             # `paella resume` before the agent's limit resets: wait for it first.
             waits = self._not_before is not None and self._not_before > time.time()
             if waits and not await self._wait_until(
@@ -398,7 +415,7 @@ class RunLoop:
                 )
                 return EXIT_DONE
             if ending == "permanent":
-                outcome = self._permanent(exited)
+                outcome = await self._permanent(exited)
                 if outcome is not None:
                     return outcome
                 resume = True
@@ -619,7 +636,7 @@ class RunLoop:
                 return k
         return len(self.contract.episodes)
 
-    def _permanent(self, exited: AgentExited) -> int | None:
+    async def _permanent(self, exited: AgentExited) -> int | None:
         """A failure no wait fixes: stop, saying why and what to do. A missing session is the
         exception when this attempt resumed one: forget it and start afresh with the handoff."""
         reading = read_failure(exited.evidence(), self._transient)
@@ -637,10 +654,13 @@ class RunLoop:
             self.session_id = None
             self._fresh_next = True
             return None
-        return self._stopped(
+        reason = (
             f"permanent failure ({permanent.kind}), not retried: "
             f"{permanent.matched.describe()}; {permanent.advice}"
         )
+        # The handoff says why, for `paella resume` and for a person reading it.
+        await self._write_handoff(ending=f"{exited.describe()}: {reason}")
+        return self._stopped(reason)
 
     async def _retry_wait(self, exited: AgentExited) -> int | None:
         """Wait for the next attempt; an exit status when the run ends instead (stopped during
@@ -656,15 +676,16 @@ class RunLoop:
         matched = read_failure(exited.evidence(), self._transient).transient
         if wait.until is not None and wait.seconds > self.contract.retry.max_wait:
             # A far reset (a weekly limit): waiting here for days helps nobody.
+            reason = (
+                f"the agent's limit resets {wait.when} "
+                f"({format_duration(wait.seconds)} away, more than [retry] max_wait): "
+                "run `paella resume` after then (`--now` to try sooner)"
+                + (f"; matched {matched.describe()}" if matched else "")
+            )
+            await self._write_handoff(ending=f"{exited.describe()}: {reason}")
             self.state = "stopped"
             self.emit(
-                RunStopped(
-                    reason=f"the agent's limit resets {wait.when} "
-                    f"({format_duration(wait.seconds)} away, more than [retry] max_wait): "
-                    "run `paella resume` after then (`--now` to try sooner)"
-                    + (f"; matched {matched.describe()}" if matched else ""),
-                    resume_after=wait.until.timestamp() + RESET_MARGIN_S,
-                )
+                RunStopped(reason=reason, resume_after=wait.until.timestamp() + RESET_MARGIN_S)
             )
             return EXIT_NOT_DONE
         self.retry_at = time.time() + wait.seconds

@@ -221,6 +221,8 @@ def test_an_expired_codex_login_stops_the_run_without_a_retry(
     assert "401 Unauthorized" in stopped.reason and "log the agent in again" in stopped.reason
     ledger = list(run.ledger.read().of_kind("run-stopped"))
     assert ledger[-1]["reason"] == stopped.reason
+    handoff = (run.dir / "handoff.md").read_text()
+    assert "permanent failure (auth)" in handoff and "401 Unauthorized" in handoff
 
 
 def test_a_claude_limit_beyond_max_wait_stops_and_says_when_to_resume(
@@ -248,6 +250,8 @@ def test_a_claude_limit_beyond_max_wait_stops_and_says_when_to_resume(
     assert "paella resume" in stopped.reason and "'hit your limit' in:" in stopped.reason
     retry = RunView.load(run).to_json()["retry"]
     assert retry == {"until": stopped.resume_after, "reason": stopped.reason}
+    handoff = (run.dir / "handoff.md").read_text()
+    assert "matched 'hit your limit' in: You've hit your session limit" in handoff
 
 
 def test_a_missing_session_is_dropped_and_the_agent_starts_afresh_with_the_handoff(
@@ -308,6 +312,7 @@ def test_paella_resume_refuses_before_a_far_reset_unless_told_now(
     # The agent ran again (and met the same limit, so the run stops again, saying when).
     assert forced.returncode == 1, forced.stderr
     assert len(list(run.ledger.read().of_kind("agent-started"))) == 2
+    assert "■ run stopped, not done: the agent's limit resets" in forced.stdout
 
 
 @pytest.mark.parametrize(

@@ -326,7 +326,19 @@ def test_retry_wait_names_a_local_reset_and_its_day() -> None:
 def test_retry_wait_falls_back_to_the_backoff() -> None:
     cfg = RetryConfig(backoff=30.0, max_backoff=900.0)
     tail = ("API Error: 429 Too Many Requests",)
-    assert astuple(retry_wait(1, cfg, tail, now=NOW)) == (30.0, "backoff 30s (1st transient failure)")
-    assert astuple(retry_wait(2, cfg, tail, now=NOW)) == (60.0, "backoff 1m (2nd transient failure)")
-    assert astuple(retry_wait(3, cfg, tail, now=NOW)) == (120.0, "backoff 2m (3rd transient failure)")
-    assert astuple(retry_wait(7, cfg, tail, now=NOW)) == (900.0, "backoff 15m (7th transient failure)")
+    assert astuple(retry_wait(1, cfg, tail, now=NOW)) == (
+        30.0,
+        "backoff 30s (1st transient failure)",
+    )
+    assert astuple(retry_wait(2, cfg, tail, now=NOW)) == (
+        60.0,
+        "backoff 1m (2nd transient failure)",
+    )
+    assert astuple(retry_wait(3, cfg, tail, now=NOW)) == (
+        120.0,
+        "backoff 2m (3rd transient failure)",
+    )
+    assert astuple(retry_wait(7, cfg, tail, now=NOW)) == (
+        900.0,
+        "backoff 15m (7th transient failure)",
+    )
