@@ -303,6 +303,9 @@ def test_paella_resume_refuses_before_a_far_reset_unless_told_now(
     assert status["retry"]["until"] > datetime.now(UTC).timestamp()
     assert "17:30 Asia/Jerusalem" in status["retry"]["reason"]
 
+    shown = paella(repo, "status").stdout
+    assert "next attempt not before" in shown and "17:30 Asia/Jerusalem" in shown
+
     refused = paella(repo, "resume", "--headless")
     assert refused.returncode == 1
     assert "limit resets" in refused.stderr and "paella resume --now" in refused.stderr

@@ -158,11 +158,17 @@ def check(args: argparse.Namespace) -> int:
             (EXIT_WORKSPACE, f"{busy[0]} is in progress: finish or abort it first ({busy[1]})")
         )
     profile = get_profile(contract.run.profile)
-    if profile is not None and command_found(contract.run.agent, ws.root):
+    agent_name = Path(contract.run.agent[0]).name
+    if (
+        profile is not None
+        and agent_name == profile.name
+        and command_found(contract.run.agent, ws.root)
+    ):
+        # Only the agent's own CLI: a wrapper's version says nothing about the agent's output.
         from paella_tui.supervisor.profiles.versions import probe_version, version_note
 
         found = probe_version(contract.run.agent[0], ws.root)
-        ok, note = version_note(contract.run.agent[0], found, profile.checked_versions)
+        ok, note = version_note(agent_name, found, profile.checked_versions)
         print(f"  {note}" if ok else f"⚠ {note}")
     for _, message in problems:
         print(f"✗ {message}", file=sys.stderr)

@@ -44,6 +44,10 @@ def _text(status: dict[str, Any]) -> str:
         lines.append(f"agent reported: {usage.describe()}")
     if agent.get("session_id"):
         lines.append(f"agent session: {agent['session_id']}")
+    retry = status.get("retry")
+    if retry and isinstance(retry.get("until"), int | float):
+        at = time.strftime("%a %d %b %H:%M", time.localtime(retry["until"]))
+        lines.append(f"next attempt not before {at}: {retry.get('reason')}")
     sup = status.get("supervisor") or {}
     if status["state"] == "dead" and sup.get("pid"):
         alive = "still runs, unsupervised" if agent["alive"] else "is gone too"

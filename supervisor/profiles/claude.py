@@ -130,5 +130,5 @@ def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedSt
     return exit_zero_error(exit_code, decoded, "Claude Code")
 
 
-CHECKED_VERSIONS = ("2.1.0", "2.1.219")
+CHECKED_VERSIONS = ("2.0.0", "2.1.219")
 """The versions this profile was checked against (tests/corpus and the stand-ins)."""
