@@ -309,3 +309,17 @@ def test_usage_means_the_same_across_agents() -> None:
     assert opencode.usage() == Usage(  # type: ignore[attr-defined]
         turns=1, input_tokens=200, output_tokens=5, cost_usd=0.0, cached_input_tokens=800
     )
+
+
+def test_opencode_limit_only_in_its_error_log_is_a_false_success() -> None:
+    opencode = PROFILES["opencode"]
+    decoder = opencode.new_decoder()
+    decoder.feed(
+        b"INFO  2026-05-01T10:00:00 +1ms service=session prompt\n"
+        b"ERROR 2026-05-01T10:00:02 +2ms service=llm error=Rate limit exceeded (429)\n"
+    )
+    reason = opencode.false_success((), 0, decoder.stats)
+    assert reason is not None and "opencode logged an error" in reason
+    quiet = opencode.new_decoder()
+    quiet.feed(b"ERROR 2026-05-01T10:00:02 +2ms service=file.watcher error=ENOSPC\n")
+    assert opencode.false_success((), 0, quiet.stats) is None

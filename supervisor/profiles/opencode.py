@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from paella_tui.supervisor.failure_words import find_permanent, find_transient
 from paella_tui.supervisor.profiles.stream import (
     DecodedStats,
     Dialect,
@@ -72,8 +73,16 @@ class OpencodeDialect(Dialect):
 
 
 def false_success(tail: Sequence[str], exit_code: int | None, decoded: DecodedStats) -> str | None:
-    """Exit 0 after an `error` event."""
-    return exit_zero_error(exit_code, decoded, "opencode")
+    """Exit 0 after an `error` event, or after an `ERROR` log line that names a limit or a
+    failure no wait fixes (opencode retries a limit by itself and may only log it)."""
+    reason = exit_zero_error(exit_code, decoded, "opencode")
+    if reason is not None or exit_code != 0:
+        return reason
+    logged = [line for line in decoded.notes if line.lstrip().startswith("ERROR")]
+    for line in reversed(logged):
+        if find_permanent((line,)) or find_transient((line,), TRANSIENT):
+            return f"exit 0, but opencode logged an error: {one_line(line)}"
+    return None
 
 
 CHECKED_VERSIONS = ("0.6.0", "1.18.0")
