@@ -77,8 +77,15 @@ def classify(exited: AgentExited, *, all_gates_green: bool, transient: Sequence[
     if exited.stopped_by_user:
         return "stopped"
     reading = read_failure(exited.evidence(), transient)
+    # On exit 0 only the agent's own words about itself (a decoded stream's errors and stderr)
+    # can say its session was missing; a plain-text tail also holds the model's reply.
+    missing_session = (
+        reading.permanent is not None
+        and reading.permanent.kind == "session-missing"
+        and exited.signals is not None
+    )
     if reading.permanent is not None and (
-        not clean_exit or exited.false_success or reading.permanent.kind == "session-missing"
+        not clean_exit or exited.false_success or missing_session
     ):
         return "permanent"
     if clean_exit and not exited.false_success:

@@ -165,10 +165,13 @@ def test_quota_limits_above_zero_are_not_permanent() -> None:
 
 
 def test_a_missing_session_is_permanent_even_on_exit_0() -> None:
-    ended = exited("Error: Session not found", code=0)
+    ended = exited("Error: Session not found", code=0, signals=True)
     assert classify(ended, all_gates_green=False, transient=CONTRACT) == "permanent"
     # ... unless the gates say the work is done.
     assert classify(ended, all_gates_green=True, transient=CONTRACT) == "done"
+    # A plain-text tail on exit 0 may be the model's own words: a claim, judged by the gates.
+    said = exited("I fixed the 'Session not found' error in login.py", code=0)
+    assert classify(said, all_gates_green=False, transient=CONTRACT) == "claimed-done"
 
 
 def test_what_the_model_wrote_is_not_the_agent_failing() -> None:
