@@ -316,6 +316,7 @@ def test_paella_resume_refuses_before_a_far_reset_unless_told_now(
     assert forced.returncode == 1, forced.stderr
     assert len(list(run.ledger.read().of_kind("agent-started"))) == 2
     assert "■ run stopped, not done: the agent's limit resets" in forced.stdout
+    assert "matched 'hit your limit' in: You've hit your session limit" in forced.stdout
 
 
 @pytest.mark.parametrize(
@@ -345,3 +346,28 @@ def test_paella_check_says_which_agent_version_it_found(
     shown = paella(repo, "check", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
     assert shown.returncode == 0, shown.stderr
     assert expected in shown.stdout
+
+
+def test_a_codex_429_is_retried_and_the_words_that_said_so_are_kept(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from paella_tui.supervisor.events import RetryScheduled, RunDone
+
+    code, events, run = _replay_run(
+        repo,
+        monkeypatch,
+        "codex/issue-10550-retry-limit-429,codex/takopi-exec-explore",
+        "codex",
+        ["exec", "--json", "{prompt}"],
+    )
+    assert code == 0 and [e for e in events if isinstance(e, RunDone)]
+    (retry,) = [e for e in events if isinstance(e, RetryScheduled)]
+    line = (
+        "exceeded retry limit, last status: 429 Too Many Requests, request id: 9c84b52ce87fbe62-SJC"
+    )
+    assert (retry.pattern, retry.line) == ("429", line)
+    assert retry.reason.startswith("backoff 1s (1st transient failure); matched '429' in: ")
+    (recorded,) = run.ledger.read().of_kind("retry-scheduled")
+    assert (recorded["pattern"], recorded["line"]) == ("429", line)
+    # The next attempt's handoff names the words too.
+    assert f"matched '429' in: {line}" in (run.dir / "handoff.md").read_text()
