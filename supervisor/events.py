@@ -156,7 +156,8 @@ class AgentStats(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class AgentSession(Event):
-    """The agent's stream named its own session (the `{session_id}` a resume continues)."""
+    """The agent's stream named its own session (the `{session_id}` a resume continues); an
+    empty id records that paella dropped it (the agent said the session no longer exists)."""
 
     kind: ClassVar[str | None] = "agent-session"
     attempt: int

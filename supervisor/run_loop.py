@@ -652,6 +652,8 @@ class RunLoop:
                 )
             )
             self.session_id = None
+            # Recorded, so a resume after a crash of paella does not reach for it again.
+            self.emit(AgentSession(attempt=exited.attempt, session_id=""))
             self._fresh_next = True
             return None
         reason = (

@@ -120,9 +120,10 @@ class RunView:
         }
 
     def session_id(self) -> str | None:
-        """The agent's own session id its stream reported last (what `{session_id}` resumes)."""
+        """The agent's own session id its stream reported last (what `{session_id}` resumes);
+        None when none was, or when paella dropped it (the agent said it no longer exists)."""
         sessions = self.of_kind("agent-session")
-        return str(sessions[-1]["session_id"]) if sessions else None
+        return str(sessions[-1]["session_id"] or "") or None if sessions else None
 
     def usage(self) -> Usage | None:
         """Turns, tokens and cost the agent's stream reported, summed over the attempts; an

@@ -282,6 +282,8 @@ def test_a_missing_session_is_dropped_and_the_agent_starts_afresh_with_the_hando
     assert any("is gone" in m and "session not found" in m for m in notices)
     assert [e.resumed for e in events if isinstance(e, AgentStarted)] == [False, True, True]
     # The ledger says the same: the second attempt's ending, and the run done after the third.
+    sessions = [r["session_id"] for r in run.ledger.read().of_kind("agent-session")]
+    assert sessions == ["ses_6783457c2ffeICANaRjenHkVxv", "", "ses_494719016ffe85dkDMj0FPRbHK"]
     exits = list(run.ledger.read().of_kind("agent-exited"))
     assert [(r["attempt"], r["exit_code"]) for r in exits] == [(1, 0), (2, 0), (3, 0)]
     assert list(run.ledger.read().of_kind("run-done"))
