@@ -119,10 +119,18 @@ def main() -> int:
         cold: dict[str, list[str]] = {
             "python -c pass (floor)": [sys.executable, "-c", "pass"],
             "fresh process: subprocess + git for-each-ref": [
-                sys.executable, "-c", GIT_CLI_QUERY, str(repo), n,
+                sys.executable,
+                "-c",
+                GIT_CLI_QUERY,
+                str(repo),
+                n,
             ],
             "fresh process: import git + Repo + refs, commits, trees": [
-                sys.executable, "-c", GITPYTHON_QUERY, str(repo), n,
+                sys.executable,
+                "-c",
+                GITPYTHON_QUERY,
+                str(repo),
+                n,
             ],
             "python -c 'import git' (the import alone)": [sys.executable, "-c", "import git"],
         }
@@ -134,7 +142,7 @@ def main() -> int:
                 saved = sys.argv
                 sys.argv = ["-", str(repo), n]
                 try:
-                    exec(code, {})  # noqa: S102  (the two queries above, timed in-process)
+                    exec(code, {})  # the two queries above, timed in-process
                 finally:
                     sys.argv = saved
                 return None
@@ -160,7 +168,9 @@ def main() -> int:
         # A run to query: one manual checkpoint.
         subprocess.run(
             [str(Path(sys.executable).with_name("paella")), "checkpoint"],
-            cwd=repo, capture_output=True, check=True,
+            cwd=repo,
+            capture_output=True,
+            check=True,
         )
         spawns = {
             "paella status --json": count_git_spawns(repo, where, "status", "--json"),
