@@ -136,7 +136,7 @@ def test_checkpoints_json_shape(repo: Path, git, paella) -> None:
 
     data = json.loads(ok(paella(repo, "checkpoints", "--json")).stdout)
 
-    assert set(data) == {"checkpoints", "salvage"}
+    assert set(data) == {"schema_version", "checkpoints", "salvage"}
     (ckpt,) = data["checkpoints"]
     (salvage,) = data["salvage"]
     assert set(ckpt) >= CHECKPOINT_KEYS

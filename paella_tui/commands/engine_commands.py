@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from paella_tui.commands.context import Context, command_found, warn
+from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor.errors import UsageError, WorkspaceError
 from paella_tui.supervisor.run_view import RunView, process_alive
 from paella_tui.supervisor.runs import Run
@@ -193,6 +194,7 @@ def gates(args: argparse.Namespace) -> int:
             print(
                 json.dumps(
                     {
+                        "schema_version": SCHEMA_VERSION,
                         "tree": finished.tree,
                         "stale": finished.stale,
                         "complete_episodes": finished.complete_episodes,

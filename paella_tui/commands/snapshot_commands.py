@@ -7,6 +7,7 @@ import json
 import sys
 
 from paella_tui.commands.context import Context, use_color, warn
+from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor import checkpoints as ckpt
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.errors import UsageError
@@ -65,13 +66,18 @@ def checkpoints(args: argparse.Namespace) -> int:
     ctx = Context.open()
     run = ctx.current_run(required=not args.json)
     if run is None:
-        print(json.dumps({"checkpoints": [], "salvage": []}, indent=2))
+        print(
+            json.dumps(
+                {"schema_version": SCHEMA_VERSION, "checkpoints": [], "salvage": []}, indent=2
+            )
+        )
         return 0
     view = RunView.load(run)
     if args.json:
         print(
             json.dumps(
                 {
+                    "schema_version": SCHEMA_VERSION,
                     "checkpoints": [c.to_json() for c in view.checkpoints],
                     "salvage": [s.to_json() for s in view.salvage],
                 },

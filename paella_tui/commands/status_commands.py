@@ -9,6 +9,7 @@ from typing import Any
 
 from paella_tui.commands.context import Context
 from paella_tui.ledger_text import timestamped
+from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor.events import Usage, compact_count
 from paella_tui.supervisor.run_view import RunView
 
@@ -122,7 +123,9 @@ def status(args: argparse.Namespace) -> int:
     while True:
         data = RunView.load(run).to_json()
         if args.json:
-            print(json.dumps(data, indent=2, ensure_ascii=False))
+            print(
+                json.dumps({"schema_version": SCHEMA_VERSION, **data}, indent=2, ensure_ascii=False)
+            )
         else:
             if args.watch:
                 print("\x1b[H\x1b[2J", end="")
