@@ -1,0 +1,255 @@
+"""The distribution as users get it: one import name, ``paella_tui``, in the wheel, in the sdist,
+in the wheel built from the sdist and in the editable install; metadata that says what it needs
+and where it runs; and paella-tui next to supervisord's ``supervisor`` package in one
+environment, installed in both orders, each uninstalled in turn.
+
+The wheel and the sdist are built once per module with ``python -m build`` (build isolation
+fetches hatchling from the package index, as any user's build does).
+"""
+
+from __future__ import annotations
+
+import email
+import hashlib
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from email.message import Message
+from pathlib import Path
+
+import pytest
+
+from paella_tui import __version__
+
+ROOT = Path(__file__).resolve().parents[1]
+DIST_INFO = f"paella_tui-{__version__}.dist-info"
+SHIPPED = (
+    "paella_tui/cli.py",
+    "paella_tui/supervisor/events.py",
+    "paella_tui/supervisor/profiles/__init__.py",
+    "paella_tui/widgets/gate_table.py",
+    "paella_tui/styles/app.tcss",
+    "paella_tui/schemas/status.schema.json",
+    "paella_tui/schemas/checkpoints.schema.json",
+    "paella_tui/schemas/gates.schema.json",
+    "paella_tui/demo/agent.py",
+)
+
+
+@dataclass(frozen=True)
+class Dists:
+    """The built distributions: the sdist, the wheel built from it, and one built from the tree."""
+
+    sdist: Path
+    wheel_from_sdist: Path
+    wheel_from_tree: Path
+
+
+def _build(*args: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "build", *args], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
+    """``python -m build`` (sdist, then the wheel from the sdist) and a wheel straight from the tree."""
+    out = tmp_path_factory.mktemp("dist")
+    _build("--outdir", str(out / "via-sdist"), str(ROOT))
+    _build("--wheel", "--outdir", str(out / "from-tree"), str(ROOT))
+    (sdist,) = (out / "via-sdist").glob("*.tar.gz")
+    (wheel_from_sdist,) = (out / "via-sdist").glob("*.whl")
+    (wheel_from_tree,) = (out / "from-tree").glob("*.whl")
+    return Dists(sdist, wheel_from_sdist, wheel_from_tree)
+
+
+def wheel_names(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.namelist()
+
+
+def wheel_metadata(wheel: Path) -> Message:
+    with zipfile.ZipFile(wheel) as zf:
+        return email.message_from_bytes(zf.read(f"{DIST_INFO}/METADATA"))
+
+
+@pytest.mark.parametrize("which", ["wheel_from_sdist", "wheel_from_tree"])
+def test_the_wheel_installs_one_import_name(dists: Dists, which: str) -> None:
+    names = wheel_names(getattr(dists, which))
+
+    assert {name.split("/")[0] for name in names} == {"paella_tui", DIST_INFO}
+    for path in SHIPPED:
+        assert path in names, path
+    assert f"{DIST_INFO}/licenses/LICENSE" in names
+    # The engine and the widgets are real files in the wheel, under paella_tui only.
+    assert not any(n.startswith(("supervisor/", "widgets/")) for n in names)
+
+
+def test_the_wheel_built_from_the_sdist_equals_the_one_built_from_the_tree(dists: Dists) -> None:
+    def digests(wheel: Path) -> dict[str, str]:
+        with zipfile.ZipFile(wheel) as zf:
+            return {
+                n: hashlib.sha256(zf.read(n)).hexdigest()
+                for n in zf.namelist()
+                if not n.endswith("/RECORD")
+            }
+
+    assert digests(dists.wheel_from_sdist) == digests(dists.wheel_from_tree)
+
+
+def test_the_sdist_holds_real_files_and_the_license(dists: Dists) -> None:
+    top = f"paella_tui-{__version__}"
+    with tarfile.open(dists.sdist) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    for path in (*SHIPPED, "LICENSE", "pyproject.toml", "README.md"):
+        member = members.get(f"{top}/{path}")
+        assert member is not None and member.isfile(), path
+    assert not any(m.issym() or m.islnk() for m in members.values()), "a link in the sdist"
+
+
+def test_the_metadata_says_what_it_needs_and_where_it_runs(dists: Dists) -> None:
+    meta = wheel_metadata(dists.wheel_from_sdist)
+
+    assert meta["Version"] == __version__
+    assert tuple(int(p) for p in meta["Metadata-Version"].split(".")) >= (2, 4)
+    assert meta["License-Expression"] == "MIT"
+    assert meta.get_all("License-File") == ["LICENSE"]
+    required = {
+        r.split(";")[0].split("<")[0].split(">")[0].strip().lower()
+        for r in meta.get_all("Requires-Dist") or []
+        if "extra ==" not in r
+    }
+    assert required == {"textual", "rich", "watchfiles", "psutil", "tomli-w"}
+    classifiers = set(meta.get_all("Classifier") or [])
+    assert "Operating System :: POSIX :: Linux" in classifiers
+    assert "Environment :: Console" in classifiers
+    for minor in (11, 12, 13):
+        assert f"Programming Language :: Python :: 3.{minor}" in classifiers
+    assert meta["Requires-Python"] == ">=3.11"
+    assert {u.split(",")[0] for u in meta.get_all("Project-URL") or []} >= {"Homepage", "Source"}
+
+
+def test_the_editable_install_exposes_only_paella_tui(tmp_path: Path) -> None:
+    """In this (editable) environment, from a project that has its own supervisor/ and widgets/."""
+    for name in ("supervisor", "widgets"):
+        package = tmp_path / name
+        package.mkdir()
+        (package / "__init__.py").write_text("raise ImportError('the project's own package')\n")
+    probe = (
+        "import importlib.util, sys\n"
+        "sys.path.remove('') if '' in sys.path else None\n"
+        "print(importlib.util.find_spec('supervisor'), importlib.util.find_spec('widgets'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "None None"
+    # `python -m paella_tui` puts the current folder first on sys.path: the project's own
+    # supervisor/ must not shadow paella's engine.
+    result = subprocess.run(
+        [sys.executable, "-m", "paella_tui", "status", "--tmux"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 3 and "not a git repository" in result.stderr, result.stderr
+
+
+# --- next to supervisord ----------------------------------------------------------------------
+
+
+class Venv:
+    """A fresh virtual environment and the commands run in it."""
+
+    def __init__(self, path: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+        # Commands run beside the venv, never in the repository: its root holds a supervisor/
+        # folder that `python -c` would import first.
+        self.cwd = path.parent
+        self.bin = path / "bin"
+        self.env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        self.env["PATH"] = f"{self.bin}{os.pathsep}{os.environ['PATH']}"
+
+    def run(self, *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.bin / argv[0]), *argv[1:]],
+            cwd=cwd or self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+
+    def ok(self, *argv: str, cwd: Path | None = None) -> str:
+        result = self.run(*argv, cwd=cwd)
+        assert result.returncode == 0, f"{argv}: {result.stdout[-2000:]}{result.stderr[-2000:]}"
+        return result.stdout + result.stderr
+
+    def pip(self, *args: str) -> str:
+        return self.ok("python", "-m", "pip", "--disable-pip-version-check", "-q", *args)
+
+    def site_packages(self) -> Path:
+        code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+        return Path(self.ok("python", "-c", code).strip())
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (bytecode caches aside) and its sha256."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+@pytest.mark.slow
+def test_paella_and_supervisord_live_in_one_environment_in_both_orders(
+    dists: Dists, tmp_path: Path
+) -> None:
+    venv = Venv(tmp_path / "venv")
+    wheel = str(dists.wheel_from_sdist)
+    runs = iter(range(10))
+
+    def paella_works() -> None:
+        where = tmp_path / f"demo-{next(runs)}"
+        out = venv.ok("paella", "demo", "--headless", "--fast", "--dir", str(where), cwd=tmp_path)
+        assert "done" in out
+        status = venv.ok("paella", "-C", str(where), "status", "--tmux")
+        assert status.startswith("paella ✓ done"), status
+
+    def supervisord_works() -> None:
+        assert venv.ok("supervisord", "--version").strip() == "4.3.0"
+        venv.ok("python", "-c", "import supervisor.supervisord, supervisor.events")
+
+    # paella-tui first (with its dependencies), then supervisord.
+    venv.pip("install", wheel)
+    venv.pip("install", "supervisor==4.3.0")
+    theirs = venv.site_packages() / "supervisor"
+    untouched = tree_digest(theirs)
+    paella_works()
+    supervisord_works()
+    assert venv.run("python", "-m", "pip", "check").returncode == 0
+
+    # Uninstalling paella-tui leaves every file of supervisord's package in place.
+    venv.pip("uninstall", "-y", "paella-tui")
+    assert tree_digest(theirs) == untouched
+    supervisord_works()
+    assert not (venv.bin / "paella").exists()
+    assert venv.run("python", "-c", "import paella_tui").returncode != 0
+
+    # supervisord first, then paella-tui (its dependencies are still installed).
+    venv.pip("install", "--no-deps", wheel)
+    assert tree_digest(theirs) == untouched
+    paella_works()
+    supervisord_works()
+
+    # Uninstalling supervisord leaves paella-tui whole.
+    venv.pip("uninstall", "-y", "supervisor")
+    assert not theirs.exists()
+    paella_works()
