@@ -10,6 +10,7 @@ and look at the SVGs before committing them.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,8 +33,14 @@ SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 36), id="120x36"
 
 FIXED_RUN_ID = "20261129-021455-ab12"
 
-# The handoff names files in the state folder: it must be the same path on every run.
-FIXED_STATE_DIR = Path("/tmp/paella-tui-snapshots/state")
+
+# The handoff preview shows its size, and the handoff names files in the state folder: the
+# folder's path must have the same length on every run (31 characters), but not be the same path,
+# or two checkouts testing at once would share it. So: a fresh folder per test, made by mkdtemp
+# (unique, private), with a fixed-length name (/tmp/paella-snap-XXXXXXXX/state).
+STATE_DIR_PARENT = "/tmp"
+STATE_DIR_PREFIX = "paella-snap-"
+STATE_DIR_LENGTH = 31
 
 SnapCompare = Callable[..., bool]
 
@@ -47,8 +54,9 @@ def colour(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def fixed_run(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scripted]:
     """The scripted run of test_tui_screens with a fixed id, clock, commit dates and state folder."""
-    shutil.rmtree(FIXED_STATE_DIR, ignore_errors=True)
-    monkeypatch.setenv("PAELLA_STATE_DIR", str(FIXED_STATE_DIR))
+    state_dir = Path(tempfile.mkdtemp(prefix=STATE_DIR_PREFIX, dir=STATE_DIR_PARENT)) / "state"
+    assert len(str(state_dir)) == STATE_DIR_LENGTH
+    monkeypatch.setenv("PAELLA_STATE_DIR", str(state_dir))
     monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-11-29T02:14:55Z")
     monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-11-29T02:14:55Z")
     monkeypatch.setattr("paella_tui.supervisor.runs.new_run_id", lambda now=None: FIXED_RUN_ID)
@@ -62,7 +70,7 @@ def fixed_run(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scripted]
     monkeypatch.setattr("paella_tui.supervisor.ledger.utc_now", clock)
     monkeypatch.setattr("paella_tui.supervisor.checkpoints.utc_now", clock)
     yield Scripted(repo)
-    shutil.rmtree(FIXED_STATE_DIR, ignore_errors=True)
+    shutil.rmtree(state_dir.parent, ignore_errors=True)
 
 
 def host(make: Callable[[], Screen[Any]]) -> Host:
