@@ -10,7 +10,10 @@ import paella_tui.supervisor
 
 
 def test_supervisor_never_imports_textual() -> None:
-    modules = [f"paella_tui.supervisor.{m.name}" for m in pkgutil.iter_modules(paella_tui.supervisor.__path__)]
+    modules = [
+        f"paella_tui.supervisor.{m.name}"
+        for m in pkgutil.iter_modules(paella_tui.supervisor.__path__)
+    ]
     assert len(modules) > 5
     code = (
         "import importlib, sys\n"
