@@ -30,6 +30,7 @@ from paella_tui.supervisor.run_view import RunView
 from paella_tui.supervisor.runs import Run
 from paella_tui.supervisor.tree_diff import FileChange, changes_between
 from paella_tui.widgets.recovery_panel import when
+from paella_tui.widgets.theme_styles import theme_style
 
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("snapshot", "name", 15),
@@ -65,9 +66,9 @@ def stats_cell(changes: list[FileChange] | None) -> Text:
     removed = sum(c.removed or 0 for c in changes)
     return Text.assemble(
         f"{len(changes)} file{'s' if len(changes) != 1 else ''} ",
-        (f"+{added:,}", "green"),
+        (f"+{added:,}", theme_style("$text-success")),
         " ",
-        (f"−{removed:,}", "red"),
+        (f"−{removed:,}", theme_style("$text-error")),
     )
 
 
@@ -194,11 +195,13 @@ class PickerScreen(Screen[SnapshotRecord | None]):
     def _row(self, record: SnapshotRecord) -> list[str | Text]:
         is_base = self._base is not None and record.ref == self._base.ref
         name = f"checkpoint {record.n}" if record.kind == "checkpoints" else record.name
-        mark = ("● ", "bold green") if is_base else "  "
+        mark = ("● ", theme_style("bold $text-success")) if is_base else "  "
         if record.kind == "salvage":
             green = Text("—", style="dim")
         elif record.gates_green:
-            green = Text.assemble(("✓ ", "green"), str(len(record.gates_green)))
+            green = Text.assemble(
+                ("✓ ", theme_style("$text-success")), str(len(record.gates_green))
+            )
         else:
             green = Text("none", style="dim")
         # Cut to the column with an ellipsis, never wrapped: one row, one line.

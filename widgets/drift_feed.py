@@ -58,7 +58,7 @@ class DriftFeed(FittedTable):
 
     def row_cells(self, row: DriftDetected, widths: tuple[int, ...]) -> tuple[Text, ...]:
         """A warning's cells: the kinds that mean broken work are bold and reversed."""
-        style = REGRESSION_STYLE if row.drift in _LOUD else "yellow"
+        style = REGRESSION_STYLE if row.drift in _LOUD else "$text-warning"
         return (
             fit(f"{WARNING} ", widths[0], style),
             fit(time.strftime("%H:%M", time.localtime(row.at)), widths[1], "dim"),

@@ -18,8 +18,8 @@ from paella_tui.widgets.symbols import PASS, PENDING, REGRESSION_STYLE, RUNNING,
 EpisodeState = Literal["complete", "current", "pending", "broken"]
 
 _MARKS: dict[str, tuple[str, str]] = {
-    "complete": (PASS, "green"),
-    "current": (RUNNING, "cyan"),
+    "complete": (PASS, "$text-success"),
+    "current": (RUNNING, "$text-accent"),
     "pending": (PENDING, "dim"),
     "broken": (WARNING, REGRESSION_STYLE),
 }

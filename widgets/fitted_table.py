@@ -14,10 +14,13 @@ from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
 
+from paella_tui.widgets.theme_styles import on_theme_change, theme_style
+
 
 def fit(text: str | Text, width: int, style: str = "") -> Text:
-    """``text`` cut to ``width`` cells with an ellipsis, never wrapped."""
-    out = text.copy() if isinstance(text, Text) else Text(text, style=style)
+    """``text`` cut to ``width`` cells with an ellipsis, never wrapped; ``style`` may name the
+    theme's variables (``"bold $text-error"``)."""
+    out = text.copy() if isinstance(text, Text) else Text(text, style=theme_style(style))
     out.no_wrap = True
     out.truncate(max(0, width), overflow="ellipsis", pad=False)
     return out
@@ -100,7 +103,8 @@ class FittedTable(DataTable[Text]):
         self.redraw()
 
     def on_mount(self) -> None:
-        """Draw the rows once the table has a size."""
+        """Draw the rows once the table has a size, and again in the colours of a new theme."""
+        on_theme_change(self, self.redraw)
         self.redraw()
 
     def on_focus(self, _event: events.Focus) -> None:

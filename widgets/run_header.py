@@ -28,6 +28,7 @@ from paella_tui.widgets.symbols import (
     short_duration,
     size,
 )
+from paella_tui.widgets.theme_styles import on_theme_change, theme_style
 
 CPU_POINTS = 32
 """CPU samples drawn by the sparkline (two per cell)."""
@@ -35,15 +36,15 @@ CPU_POINTS = 32
 # state -> (symbol, words, style of the state badge)
 _STATES: dict[str, tuple[str, str, str]] = {
     "starting": (PENDING, "starting", "bold"),
-    "running": (RUNNING, "running", "bold green"),
-    "evaluating": (PENDING, "agent ended: judging the gates", "bold yellow"),
-    "retry-wait": (PENDING, "waiting to retry", "bold yellow"),
-    "recovering": (FAIL, "agent died: recovery needs you", "bold reverse red"),
+    "running": (RUNNING, "running", "bold $text-success"),
+    "evaluating": (PENDING, "agent ended: judging the gates", "bold $text-warning"),
+    "retry-wait": (PENDING, "waiting to retry", "bold $text-warning"),
+    "recovering": (FAIL, "agent died: recovery needs you", "bold reverse $error"),
     "resuming": (PENDING, "resuming", "bold"),
-    "done": (PASS, "done", "bold reverse green"),
+    "done": (PASS, "done", "bold reverse $success"),
     "stopped": (STOPPED, "stopped, not done", "bold reverse"),
-    "stopping": (PENDING, "stopping the agent…", "bold yellow"),
-    "error": (FAIL, "supervisor error", "bold reverse red"),
+    "stopping": (PENDING, "stopping the agent…", "bold $text-warning"),
+    "error": (FAIL, "supervisor error", "bold reverse $error"),
 }
 
 
@@ -138,7 +139,8 @@ class RunHeader(Widget):
             yield self._note_static
 
     def on_mount(self) -> None:
-        """Draw once mounted."""
+        """Draw once mounted, and again in the colours of a new theme."""
+        on_theme_change(self, self._redraw)
         self._redraw()
 
     def on_resize(self) -> None:
@@ -179,7 +181,8 @@ class RunHeader(Widget):
         if self.state == "retry-wait" and self.retry_at is not None:
             words = f"retry in {short_duration(max(0.0, self.retry_at - self.now))}"
         head = Text.assemble(
-            Text(f" {self.run_name} ", style="bold"), Text(f" {symbol} {words} ", style=style)
+            Text(f" {self.run_name} ", style="bold"),
+            Text(f" {symbol} {words} ", style=theme_style(style)),
         )
         pieces = self._optional_pieces()
         width = self.size.width or 200
@@ -230,7 +233,7 @@ class RunHeader(Widget):
             text = Text(f" {PASS} done: every gate green on the final tree ({gates})", style="bold")
             text.append("   q quits", style="dim")
         elif self.state == "retry-wait":
-            text = Text(f" {PENDING} {self.detail}", style="yellow")
+            text = Text(f" {PENDING} {self.detail}", style=theme_style("$text-warning"))
             text.append("   R retries now", style="dim")
         elif self.state == "stopped":
             text = Text(f" {STOPPED} {self.detail or 'stopped'}", style="bold")

@@ -26,16 +26,17 @@ GATE_MARKS: dict[str, str] = {
 """The symbol of each gate status."""
 
 GATE_STYLES: dict[str, str] = {
-    "pass": "green",
-    "flaky": "yellow",
-    "fail": "red",
-    "timeout": "red",
-    "error": "red",
-    "running": "cyan",
+    "pass": "$text-success",
+    "flaky": "$text-warning",
+    "fail": "$text-error",
+    "timeout": "$text-error",
+    "error": "$text-error",
+    "running": "$text-accent",
     "pending": "dim",
     "stale": "dim italic",
 }
-"""The style of each gate status (repeating its symbol, never replacing it)."""
+"""The style of each gate status (repeating its symbol, never replacing it), in the theme's
+variables (resolved by :func:`paella_tui.widgets.theme_styles.theme_style`)."""
 
 REGRESSION_STYLE = "bold reverse"
 """How a regression stands out: bold and reversed, so it shows without colour too."""

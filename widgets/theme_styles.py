@@ -1,0 +1,46 @@
+"""Rich styles written with the Textual theme's variables, resolved against the running app's theme.
+
+The tables and the header draw Rich ``Text``, which knows nothing of Textual's variables. Their
+styles are written like CSS (``"bold $text-success"``, ``"bold reverse $error"``) and turned into
+colours of the current theme when a cell is drawn; each widget redraws when the theme changes, so
+the palette's theme switcher reaches every colour. Attributes (bold, dim, italic, reverse) pass
+through unchanged: with ``NO_COLOR`` they, and the symbols, still say everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.style import Style
+from textual import active_app
+from textual.app import App
+from textual.markup import parse_style
+
+_cache: dict[tuple[str, str], Style] = {}
+
+
+def theme_style(spec: str, app: App[Any] | None = None) -> Style:
+    """``spec`` (``"bold $text-success"``) as a Rich style in the current theme's colours.
+
+    Outside a running app (no theme to read) the variables are dropped and the attributes kept.
+    """
+    if app is None:
+        try:
+            app = active_app.get()
+        except LookupError:
+            app = None
+    if app is None:
+        plain = " ".join(word for word in spec.split() if not word.startswith("$"))
+        return Style.parse(plain or "none")
+    key = (app.theme, spec)
+    style = _cache.get(key)
+    if style is None:
+        style = parse_style(spec, app.theme_variables).rich_style
+        _cache[key] = style
+    return style
+
+
+def on_theme_change(widget: Any, redraw: Callable[[], None]) -> None:
+    """Call ``redraw`` whenever the app's theme changes (for as long as ``widget`` is mounted)."""
+    widget.app.theme_changed_signal.subscribe(widget, lambda _theme: redraw())
