@@ -17,6 +17,8 @@ from textual.app import App, ComposeResult
 from textual.color import Color as TextualColor
 
 from paella_tui.supervisor.events import DriftDetected, DriftKind, GateStatus
+from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.widgets.agent_log import AgentLog, OutputView
 from paella_tui.widgets.drift_feed import DriftFeed
 from paella_tui.widgets.episode_list import EpisodeList, EpisodeRow
 from paella_tui.widgets.gate_table import GateRow, GateTable
@@ -85,9 +87,9 @@ async def test_switching_the_theme_recolours_every_widget(theme: str) -> None:
 
         assert colour_of(cell(gates, 0, 0), "✓") == expected(app, "text-success")
         assert colour_of(cell(gates, 1, 0), "✗") == expected(app, "text-error")
-        assert colour_of(cell(gates, 2, 0), "●") == expected(app, "text-accent")
+        assert colour_of(cell(gates, 2, 0), "●") == expected(app, "text-primary")
         assert colour_of(cell(episodes, 0, 0), "✓") == expected(app, "text-success")
-        assert colour_of(cell(episodes, 1, 0), "●") == expected(app, "text-accent")
+        assert colour_of(cell(episodes, 1, 0), "●") == expected(app, "text-primary")
         assert colour_of(cell(drift, 0, 0), "⚠") == expected(app, "text-warning")
         line = header._shown[header._run_line_static]
         assert colour_of(line, "running") == expected(app, "text-success")
@@ -165,3 +167,49 @@ async def test_every_colour_drawn_is_one_of_the_themes(theme: str) -> None:
             drawn |= colours(header._shown[header._note_static])
         assert drawn, "the widgets drew no colour at all"
         assert drawn <= allowed, drawn - allowed
+
+
+class LogHost(App[None]):
+    def __init__(self, tail: OutputTail) -> None:
+        super().__init__()
+        self.tail = tail
+
+    def compose(self) -> ComposeResult:
+        yield AgentLog(id="log")
+
+    def on_mount(self) -> None:
+        self.query_one(AgentLog).source = self.tail
+
+
+def segment_colour(view: OutputView, y: int, word: str) -> Color | None:
+    """The colour the agent log paints ``word`` in on its row ``y``."""
+    for segment in view.render_line(y):
+        if word in segment.text and segment.style is not None:
+            return segment.style.color
+    raise AssertionError(f"{word!r} is not on row {y}")
+
+
+@pytest.mark.parametrize("theme", ["textual-light", "gruvbox"])
+async def test_the_agent_logs_ansi_colours_follow_the_theme(theme: str) -> None:
+    """The decoded stream's marks (✗ red, ✓ green, $ cyan, ✎ yellow), and an agent's own ANSI
+    colours, are drawn in the theme's error, success, primary and warning colours."""
+    tail = OutputTail()
+    tail.feed(
+        b"\x1b[31m\xe2\x9c\x97 tool error\x1b[0m\n\x1b[32m\xe2\x9c\x93 finished\x1b[0m\n"
+        b"\x1b[36m$ pytest -q\x1b[0m\n\x1b[93m\xe2\x9c\x8e Edit a.py\x1b[0m\nplain words\n"
+    )
+    app = LogHost(tail)
+    async with app.run_test(size=(80, 12)) as pilot:
+        await pilot.pause()
+        view = app.query_one(OutputView)
+        before = segment_colour(view, 0, "tool error")
+        app.theme = theme
+        await pilot.pause()
+        assert segment_colour(view, 0, "tool error") == expected(app, "text-error")
+        assert segment_colour(view, 0, "tool error") != before
+        assert segment_colour(view, 1, "finished") == expected(app, "text-success")
+        assert segment_colour(view, 2, "pytest") == expected(app, "text-primary")
+        assert segment_colour(view, 3, "Edit") == expected(app, "text-warning")
+        assert segment_colour(view, 4, "plain") not in {
+            expected(app, name) for name in ("text-error", "text-success", "text-primary")
+        }

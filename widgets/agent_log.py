@@ -32,6 +32,7 @@ from textual.strip import Strip
 from textual.widgets import Input
 
 from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.widgets.theme_styles import themed_ansi
 
 MAX_LINES = 5000
 """The most lines kept (and searchable) in the view."""
@@ -308,7 +309,7 @@ class OutputView(ScrollView, can_focus=True):
         return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
 
     def _draw_line(self, raw: str, absolute: int | None, style: Style) -> Strip:
-        text = Text.from_ansi(raw.expandtabs(), no_wrap=True, end="")
+        text = themed_ansi(Text.from_ansi(raw.expandtabs(), no_wrap=True, end=""), self.app)
         text.stylize_before(style)
         if self._query:
             current = (

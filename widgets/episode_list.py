@@ -19,7 +19,7 @@ EpisodeState = Literal["complete", "current", "pending", "broken"]
 
 _MARKS: dict[str, tuple[str, str]] = {
     "complete": (PASS, "$text-success"),
-    "current": (RUNNING, "$text-accent"),
+    "current": (RUNNING, "$text-primary"),
     "pending": (PENDING, "dim"),
     "broken": (WARNING, REGRESSION_STYLE),
 }

@@ -17,6 +17,7 @@ from textual.widget import Widget
 
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.events import GREEN, RED, GateResult, RecoveryFacts
+from paella_tui.widgets.theme_styles import themed_ansi
 
 LABEL_WIDTH = 12
 """Columns taken by the fact labels ("Last good", "Gates now", ...)."""
@@ -201,6 +202,6 @@ def _tail_lines(tail: tuple[str, ...], width: int, room: int) -> list[Content]:
     for raw in shown:
         # The tail keeps the agent's SGR colours; Text.from_ansi reads them, and the cut keeps
         # one line a row so the facts above never scroll away.
-        line = Content.from_rich_text(Text.from_ansi(raw.expandtabs(4)))
+        line = Content.from_rich_text(themed_ansi(Text.from_ansi(raw.expandtabs(4))))
         out.append(Content.assemble(("│ ", "dim"), line).truncate(width, ellipsis=True))
     return out

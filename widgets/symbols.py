@@ -31,7 +31,7 @@ GATE_STYLES: dict[str, str] = {
     "fail": "$text-error",
     "timeout": "$text-error",
     "error": "$text-error",
-    "running": "$text-accent",
+    "running": "$text-primary",
     "pending": "dim",
     "stale": "dim italic",
 }

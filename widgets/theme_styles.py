@@ -12,12 +12,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rich.color import ColorType
 from rich.style import Style
+from rich.text import Span, Text
 from textual import active_app
 from textual.app import App
 from textual.markup import parse_style
 
 _cache: dict[tuple[str, str], Style] = {}
+
+# The standard ANSI colours an agent's output (and the engine's decoded lines: ✗ red, ✓ green,
+# $ and ● cyan, ✎ yellow) use, and the theme variable each one stands for (cyan, the commonest,
+# gets the primary colour: in several themes the accent is the warning colour). Black and white (0, 7,
+# 8, 15) stay: they mean "the terminal's own", not a state.
+_ANSI_VARIABLES = {
+    1: "$text-error",
+    2: "$text-success",
+    3: "$text-warning",
+    4: "$text-secondary",
+    5: "$text-accent",
+    6: "$text-primary",
+}
 
 
 def theme_style(spec: str, app: App[Any] | None = None) -> Style:
@@ -44,3 +59,21 @@ def theme_style(spec: str, app: App[Any] | None = None) -> Style:
 def on_theme_change(widget: Any, redraw: Callable[[], None]) -> None:
     """Call ``redraw`` whenever the app's theme changes (for as long as ``widget`` is mounted)."""
     widget.app.theme_changed_signal.subscribe(widget, lambda _theme: redraw())
+
+
+def themed_ansi(text: Text, app: App[Any] | None = None) -> Text:
+    """``text`` (read with ``Text.from_ansi``) with its standard ANSI colours (red, green, yellow,
+    blue, magenta, cyan, bright or not) replaced by the theme's: the error, success, warning,
+    secondary, accent and primary text colours. Attributes and other colours are kept."""
+    spans = []
+    for span in text.spans:
+        style = span.style
+        if isinstance(style, Style) and style.color is not None:
+            color = style.color
+            if color.type in (ColorType.STANDARD, ColorType.EIGHT_BIT) and color.number is not None:
+                variable = _ANSI_VARIABLES.get(color.number % 8) if color.number < 16 else None
+                if variable is not None:
+                    style = style + Style(color=theme_style(variable, app).color)
+        spans.append(Span(span.start, span.end, style))
+    text.spans = spans
+    return text
