@@ -12,6 +12,7 @@ from __future__ import annotations
 import email
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -166,8 +167,8 @@ def test_the_editable_install_exposes_only_paella_tui(tmp_path: Path) -> None:
 class Venv:
     """A fresh virtual environment and the commands run in it."""
 
-    def __init__(self, path: Path) -> None:
-        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    def __init__(self, path: Path, python: str = sys.executable) -> None:
+        subprocess.run([python, "-m", "venv", str(path)], check=True)
         # Commands run beside the venv, never in the repository: its root holds a supervisor/
         # folder that `python -c` would import first.
         self.cwd = path.parent
@@ -253,3 +254,35 @@ def test_paella_and_supervisord_live_in_one_environment_in_both_orders(
     venv.pip("uninstall", "-y", "supervisor")
     assert not theirs.exists()
     paella_works()
+
+
+def find_python(minor: int) -> str | None:
+    """A working ``python3.MINOR``: on PATH, or among pyenv's installed versions."""
+    candidates = [shutil.which(f"python3.{minor}")]
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
+        candidates += sorted(
+            str(p) for p in Path(root).glob(f"versions/3.{minor}.*/bin/python3.{minor}")
+        )
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "--version"], capture_output=True, text=True)
+        if probe.returncode == 0 and probe.stdout.startswith(f"Python 3.{minor}."):
+            return candidate
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("minor", [12, 13])
+def test_the_wheel_runs_on_every_supported_python(dists: Dists, tmp_path: Path, minor: int) -> None:
+    """The classifiers say 3.11 to 3.13: 3.11 runs this suite; the others install and play the demo."""
+    python = find_python(minor)
+    if python is None:
+        pytest.skip(f"Python 3.{minor} is not installed on this machine")
+    venv = Venv(tmp_path / "venv", python)
+    venv.pip("install", str(dists.wheel_from_sdist))
+    where = tmp_path / "demo"
+    out = venv.ok("paella", "demo", "--headless", "--fast", "--dir", str(where))
+    assert "done" in out
+    version = venv.ok("python", "-c", "import sys; print(sys.version_info[:2])").strip()
+    assert version == f"(3, {minor})"
