@@ -15,7 +15,10 @@ from typing import Any
 from rich.color import ColorType
 from rich.style import Style
 from rich.text import Span, Text
-from textual import active_app
+
+# The app whose message is being handled (what textual.active_app re-exports; named at its source
+# for the type checker). Textual is pinned to 8.2.x, so this stays where it is.
+from textual._context import active_app
 from textual.app import App
 from textual.markup import parse_style
 
