@@ -198,6 +198,22 @@ def test_fish_completes_commands_and_choices(tmp_path: Path, paella) -> None:
     assert "--stat" not in complete("paella rollback --")
 
 
+def test_zsh_registers_the_completion_after_compinit(tmp_path: Path, paella) -> None:
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed here (.ci/run installs it)")
+    path = completion_script(tmp_path, paella, "zsh")
+    program = (
+        "autoload -U compinit; compinit -u -D\n"
+        f"source {path}\n"
+        "print -r -- $_comps[paella]; whence -w _paella\n"
+    )
+    result = subprocess.run(
+        ["zsh", "-f", "-c", program], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert result.stdout.splitlines() == ["_paella", "_paella: function"]
+    assert result.stderr == ""
+
+
 def test_a_command_added_to_the_parser_is_completed_without_more_work(tmp_path: Path) -> None:
     """Completion reads the parser: a new subcommand and its options appear in every script."""
     parser = build_parser()
