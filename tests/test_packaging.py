@@ -25,6 +25,9 @@ import pytest
 
 from paella_tui import __version__
 
+# One worker for the module: its distributions (or its demo run) are built once per module.
+pytestmark = pytest.mark.xdist_group("packaging")
+
 ROOT = Path(__file__).resolve().parents[1]
 DIST_INFO = f"paella_tui-{__version__}.dist-info"
 SHIPPED = (

@@ -27,8 +27,6 @@ from paella_tui.help_screen import HelpScreen
 from paella_tui.picker_screen import PickerScreen
 from paella_tui.recovery_screen import RecoveryScreen
 
-pytestmark = pytest.mark.xdist_group("fixed-state-dir")  # one fixed state folder: one worker
-
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 36), id="120x36")]
 
 FIXED_RUN_ID = "20261129-021455-ab12"
