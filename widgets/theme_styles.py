@@ -22,7 +22,10 @@ from textual._context import active_app
 from textual.app import App
 from textual.markup import parse_style
 
-_cache: dict[tuple[str, str], Style] = {}
+# spec -> (the variables it was resolved with, the style). Keyed on the variables themselves, not
+# the theme's name: between `app.theme = ...` and the CSS refresh the name is new but the
+# variables are still the old theme's, and a style resolved then must not outlive them.
+_cache: dict[str, tuple[dict[str, str], Style]] = {}
 
 # The standard ANSI colours an agent's output (and the engine's decoded lines: ✗ red, ✓ green,
 # $ and ● cyan, ✎ yellow) use, and the theme variable each one stands for (cyan, the commonest,
@@ -51,11 +54,12 @@ def theme_style(spec: str, app: App[Any] | None = None) -> Style:
     if app is None:
         plain = " ".join(word for word in spec.split() if not word.startswith("$"))
         return Style.parse(plain or "none")
-    key = (app.theme, spec)
-    style = _cache.get(key)
-    if style is None:
-        style = parse_style(spec, app.theme_variables).rich_style
-        _cache[key] = style
+    variables = app.theme_variables
+    cached = _cache.get(spec)
+    if cached is not None and cached[0] is variables:
+        return cached[1]
+    style = parse_style(spec, variables).rich_style
+    _cache[spec] = (variables, style)
     return style
 
 
