@@ -170,10 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
             "continue the newest run after a death, a stop or a crash",
             "Continue the newest run after the agent died, after a stop, or after paella itself "
             "was killed: any leftover agent is stopped, and the agent resumes with a handoff "
-            "(its own session when its stream named one).",
+            "(its own session when its stream named one). After a stop on a far limit reset it "
+            "waits for the reset (within max_wait) or refuses until then, unless --now.",
             [
                 ("paella resume", "in the TUI"),
                 ("paella resume --headless --on-death stop", "plain lines; stop at the next death"),
+                ("paella resume --now", "without waiting for the agent's limit to reset"),
             ],
         ),
     ):
