@@ -39,6 +39,7 @@ from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.contract import Contract
 from paella_tui.supervisor.events import (
     AgentExited,
+    BisectFinished,
     CheckpointTaken,
     EvaluationFinished,
     Event,
@@ -254,6 +255,8 @@ class PaellaApp(App[int]):
             # The first verdict after the death is the final tree's (the screen may have opened
             # while it was still running).
             self.call_later(recovery.final_gates, event.results, set(self.board.ever_green))
+        if isinstance(event, BisectFinished) and recovery is not None:
+            self.call_later(recovery.bisected, event.point, event.before_break)
         alert = alert_for(event)
         if isinstance(event, AgentExited) and self._quitting:
             alert = None  # a quit's own stop is no death

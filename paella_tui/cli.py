@@ -39,6 +39,8 @@ _HANDLERS = {
     "handoff": ("engine_commands", "handoff"),
     "prune": ("snapshot_commands", "prune"),
     "completion": ("completion_command", "completion"),
+    "steps": ("step_commands", "steps"),
+    "bisect": ("step_commands", "bisect"),
 }
 
 _DESCRIPTION = """\
@@ -302,16 +304,25 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "rollback",
         "restore checkpoint N (default: the last green one), salvaging first",
-        "Restore a checkpoint's tree exactly (default: the last green one). The current state "
-        "is saved first as a salvage snapshot, so every rollback can be undone with `paella "
-        "rollback salvage:N --yes`. Refuses while the agent runs or git is mid-operation.",
+        "Restore a checkpoint's tree exactly (default: the last green one), or a step's, or "
+        "the last step before a break where every gate green at the last checkpoint still "
+        "passes (before-break). The current state is saved first as a salvage snapshot, so "
+        "every rollback can be undone with `paella rollback salvage:N --yes`. Refuses while "
+        "the agent runs or git is mid-operation.",
         [
             ("paella rollback", "the last green checkpoint, after asking"),
             ("paella rollback 2 --yes", "checkpoint 2, without asking"),
+            ("paella rollback before-break --yes", "just before the step that broke a gate"),
+            ("paella rollback step:16 --yes", "step 16 of the run (see `paella steps`)"),
             ("paella rollback salvage:1 --yes", "undo the first rollback"),
         ],
     )
-    p.add_argument("target", nargs="?", metavar="N|salvage:N", help=_TARGET_HELP)
+    p.add_argument(
+        "target",
+        nargs="?",
+        metavar="N|salvage:N|step:N|before-break",
+        help=_TARGET_HELP + ", step:N for a step, or before-break",
+    )
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
 
     p = _add(
@@ -319,14 +330,20 @@ def build_parser() -> argparse.ArgumentParser:
         "diff",
         "the diff from checkpoint N (default: last green) to the work tree",
         "Show the diff from a checkpoint (default: the last green one) to the work tree as it "
-        "is now, untracked files included.",
+        "is now, untracked files included; for step:N, the change that step made.",
         [
             ("paella diff", "since the last green checkpoint"),
             ("paella diff 2 --stat", "files and lines changed since checkpoint 2"),
             ("paella diff salvage:1", "against the state a rollback saved"),
+            ("paella diff step:17", "what step 17 changed"),
         ],
     )
-    p.add_argument("target", nargs="?", metavar="N|salvage:N", help=_TARGET_HELP)
+    p.add_argument(
+        "target",
+        nargs="?",
+        metavar="N|salvage:N|step:N",
+        help=_TARGET_HELP + ", or step:N for a step's own change",
+    )
     p.add_argument("--stat", action="store_true", help="files and lines changed only")
 
     p = _add(
@@ -356,6 +373,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "run_ids", nargs="+", metavar="RUN_ID", help="a run id, as `paella status` shows"
     )
+
+    p = _add(
+        sub,
+        "steps",
+        "the newest run's steps: every settled change, with files and gates known",
+        "Every settled change of the newest run is kept as a step: its time, the files it "
+        "changed with line counts, and the gates known on its tree. Steps are kept until "
+        "[steps] keep after the run ends; checkpoints are never pruned.",
+        [("paella steps", ""), ("paella steps --json", "every step as JSON")],
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object with every step")
+
+    p = _add(
+        sub,
+        "bisect",
+        "find the step where GATE turned red (paella does this itself on a regression)",
+        "Run GATE on the run's steps in a scratch tree outside your work tree, binary search "
+        "between the newest step where it was green and the step where it is red, and name the "
+        "step that broke it. A flaky gate is reported as flaky. Exit 0 when a step is named, 1 "
+        "when none can be.",
+        [
+            ("paella bisect idempotency", ""),
+            ("paella bisect lint --json", "the verdict as JSON"),
+        ],
+    )
+    p.add_argument("gate", metavar="GATE", help="a gate of paella.toml or of the run's contract")
+    p.add_argument("--json", action="store_true", help="the verdict as one JSON object")
 
     p = _add(
         sub,

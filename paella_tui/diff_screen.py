@@ -121,10 +121,20 @@ class DiffScreen(Screen[None]):
 
         reason: str
 
-    def __init__(self, run: Run, record: SnapshotRecord | None = None) -> None:
+    def __init__(
+        self,
+        run: Run,
+        record: SnapshotRecord | None = None,
+        *,
+        until: str | None = None,
+        until_name: str = "now",
+    ) -> None:
         super().__init__()
         self.run = run
         self.record = record
+        self.until = until
+        """The tree to compare with instead of the work tree now (a step's own change)."""
+        self.until_name = until_name
         self._changes: list[FileChange] = []
         self._trees: tuple[str, str] | None = None
         self._target_name = ""
@@ -167,7 +177,7 @@ class DiffScreen(Screen[None]):
             )
             return
         try:
-            now = now_tree(self.run)
+            now = self.until or now_tree(self.run)
             changes = changes_between(self.run.workspace, record.tree, now)
         except PaellaError as err:
             self.post_message(self.Failed(f"Could not compare with now: {err.message}"))
@@ -185,7 +195,7 @@ class DiffScreen(Screen[None]):
         self.query_one("#diff-title", Static).update(
             Content.assemble(
                 ("Diff ", "bold"),
-                f"from {what}{label} to now: ",
+                f"from {what}{label} to {self.until_name}: ",
                 change_stats(message.changes),
             )
         )

@@ -16,6 +16,8 @@ from paella_tui.supervisor.events import (
     AgentExited,
     AgentSession,
     AgentStarted,
+    BisectFinished,
+    BisectStarted,
     CheckpointTaken,
     DriftDetected,
     EvaluationFinished,
@@ -101,7 +103,22 @@ def describe_event(event: Event) -> str | None:
             lines.append(
                 "  gates still running on the final tree: the newest known results are shown"
             )
+        lines.extend(f"  {b.gate} {b.headline()}" for b in f.breaks)
+        if f.before_break is not None:
+            lines.append(f"  just before the break: {f.before_break.name}")
         return "\n".join(lines)
+    if isinstance(event, BisectStarted):
+        return f"◌ bisect: finding the step where {event.gate} broke ({event.steps} steps)"
+    if isinstance(event, BisectFinished):
+        p = event.point
+        runs = f"{p.runs} gate run(s)"
+        if p.verdict == "found":
+            line = f"⚠ {p.gate} {p.headline()} ({runs}): `paella diff step:{p.step}`"
+        else:
+            line = f"◌ bisect {p.gate}: {p.message} ({runs})"
+        if event.before_break is not None:
+            line += f"\n  just before the break: {event.before_break.name}"
+        return line
     if isinstance(event, RecoveryChosen):
         target = f" to {event.target}" if event.target else ""
         return f"→ recovery: {event.choice}{target} ({event.by})"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paella_tui.supervisor.events import AgentExited, Usage
+from paella_tui.supervisor.events import AgentExited, BreakPoint, Usage
 
 _SKIP_FIELDS = {"t", "kind"}
 
@@ -49,10 +49,38 @@ def describe(record: dict[str, Any]) -> str:
         return _agent_exited(r)
     if kind == "agent-session":
         return f"agent session {r.get('session_id')} (attempt {r.get('attempt')})"
+    if kind == "step":
+        return _step(r)
+    if kind == "bisect-started":
+        return f"bisect of {r.get('gate')} started over {r.get('steps')} step(s)"
+    if kind == "bisect-probe":
+        return f"bisect {r.get('gate')} on step {r.get('step')}: {r.get('status')}"
+    if kind == "bisect":
+        return _bisect(r)
+    if kind == "steps-pruned":
+        return f"{r.get('refs')} step ref(s) pruned ([steps] keep passed; checkpoints kept)"
     if kind == "drift":
         return f"⚠ drift {r.get('drift')}: {r.get('message', '')}"
     fields = ", ".join(f"{k}={_short(v)}" for k, v in r.items() if k not in _SKIP_FIELDS)
     return f"{kind} {fields}".strip()
+
+
+def _step(r: dict[str, Any]) -> str:
+    files = [f.get("path", "") for f in r.get("files") or () if isinstance(f, dict)]
+    total = int(r.get("files_total") or len(files))
+    if not r.get("parent_tree"):
+        return f"step {r.get('n')}: the tree the run started on {_short(r.get('tree'))}"
+    names = ", ".join(files[:3]) + (f" and {total - 3} more" if total > 3 else "")
+    return f"step {r.get('n')}: {names or 'no files'}, +{r.get('added', 0)} −{r.get('removed', 0)}"
+
+
+def _bisect(r: dict[str, Any]) -> str:
+    point = BreakPoint.from_json(r)
+    runs = f"{point.runs} gate run(s)"
+    if point.verdict == "found":
+        before = f"; just before: step:{r['before_break']}" if r.get("before_break") else ""
+        return f"⚠ {point.gate} {point.headline()} ({runs}){before}"
+    return f"bisect {point.gate}: {point.message or point.verdict} ({runs})"
 
 
 def _agent_exited(r: dict[str, Any]) -> str:

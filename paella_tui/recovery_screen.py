@@ -23,8 +23,10 @@ from textual.widgets.option_list import Option
 
 from paella_tui.diff_screen import DiffScreen
 from paella_tui.picker_screen import PickerScreen
+from paella_tui.supervisor import steps
 from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.events import RED, GateResult, RecoveryFacts
+from paella_tui.supervisor.errors import PaellaError
+from paella_tui.supervisor.events import RED, BreakPoint, GateResult, RecoveryFacts
 from paella_tui.supervisor.run_loop import Decision
 from paella_tui.supervisor.runs import Run
 from paella_tui.widgets.recovery_panel import RecoveryPanel
@@ -52,6 +54,25 @@ def recovery_title(facts: RecoveryFacts) -> str:
 def _names(gates: tuple[str, ...]) -> str:
     noun = "gate" if len(gates) == 1 else "gates"
     return f"{noun} {', '.join(gates)}"
+
+
+def break_lines(facts: RecoveryFacts) -> Content:
+    """``⚠ idempotency broke at 02:31 in step 17: core.py, +3 −1`` for each regressed gate,
+    with the keys that show the step's change and roll back to just before it."""
+    parts: list[Content] = []
+    for point in facts.breaks:
+        if point.verdict == "found":
+            parts.append(
+                Content.assemble(
+                    ("⚠ ", "bold $text-warning"),
+                    (f"{point.gate} ", "bold"),
+                    point.headline(),
+                    ("  x: its diff", "dim"),
+                )
+            )
+        else:
+            parts.append(Content.assemble(("◌ ", "dim"), (point.headline(), "dim")))
+    return Content("\n").join(parts)
 
 
 def default_reason(facts: RecoveryFacts) -> str:
@@ -86,6 +107,8 @@ class RecoveryScreen(Screen[Decision]):
         Binding("p", "pick", "Pick"),
         Binding("d", "diff", "Diff"),
         Binding("h", "handoff_stop", "Handoff+stop"),
+        Binding("b", "before_break", "Before break", show=False),
+        Binding("x", "break_diff", "Step diff", show=False),
         Binding("enter", "take_default", "Default", show=False),
     ]
 
@@ -105,6 +128,9 @@ class RecoveryScreen(Screen[Decision]):
             recovery_title(facts), id="recovery-title", classes="-warning" if warning else "-died"
         )
         yield RecoveryPanel(facts, id="recovery-facts")
+        breaks = Static(break_lines(facts), id="recovery-breaks")
+        breaks.display = bool(facts.breaks)
+        yield breaks
         yield Static(Content.assemble(("⏎ ", "bold"), default_reason(facts)), id="recovery-default")
         yield OptionList(*self._options(), id="recovery-choices")
         notice = Static("", id="recovery-notice")
@@ -145,6 +171,19 @@ class RecoveryScreen(Screen[Decision]):
             self._highlight_default()
             self.query_one("#recovery-choices", OptionList).focus()
 
+    async def bisected(self, point: BreakPoint, before_break: SnapshotRecord | None) -> None:
+        """A bisect found where a regressed gate broke after the screen opened: say it."""
+        if point.gate not in self.facts.regressions:
+            return
+        breaks = (*(b for b in self.facts.breaks if b.gate != point.gate), point)
+        self.facts = dataclasses.replace(
+            self.facts, breaks=breaks, before_break=before_break or self.facts.before_break
+        )
+        if self.is_mounted:
+            await self.recompose()
+            self._highlight_default()
+            self.query_one("#recovery-choices", OptionList).focus()
+
     def _options(self) -> list[Option]:
         base = self.facts.base
         default = self.facts.default
@@ -169,8 +208,25 @@ class RecoveryScreen(Screen[Decision]):
                 disabled=True,
             )
         since = f"checkpoint {base.n}" if base is not None else "the newest checkpoint"
+        before = self.facts.before_break
+        finer = (
+            [
+                Option(
+                    prompt(
+                        "b",
+                        f"Roll back to just before the break ({before.name}) and resume",
+                        "before-break",
+                        " (undoable)",
+                    ),
+                    id="before-break",
+                )
+            ]
+            if before is not None
+            else []
+        )
         return [
             rollback,
+            *finer,
             Option(prompt("c", "Resume from the current state", "continue"), id="continue"),
             Option(
                 prompt("p", "Pick a checkpoint to roll back to, then resume", "pick"), id="pick"
@@ -190,6 +246,7 @@ class RecoveryScreen(Screen[Decision]):
             "pick": self.action_pick,
             "diff": self.action_diff,
             "stop": self.action_handoff_stop,
+            "before-break": self.action_before_break,
         }.get(event.option_id or "")
         if action is not None:
             action()
@@ -216,6 +273,43 @@ class RecoveryScreen(Screen[Decision]):
             )
             return
         self.dismiss(Decision("rollback", self.facts.base))
+
+    def action_before_break(self) -> None:
+        """Roll back to the last step before the break where the base's gates pass, then resume."""
+        before = self.facts.before_break
+        if before is None:
+            self.app.bell()
+            return
+        self.dismiss(Decision("rollback", before))
+
+    def action_break_diff(self) -> None:
+        """View the change the breaking step made (the first break found), then come back."""
+        found = [b for b in self.facts.breaks if b.verdict == "found" and b.step is not None]
+        if not found:
+            self.app.bell()
+            return
+        point = min(found, key=lambda b: b.step or 0)
+        try:
+            step = steps.find(self.run, f"step:{point.step}")
+        except PaellaError:
+            self.app.bell()
+            return
+        if step.parent_tree is None:
+            return
+        parent = SnapshotRecord(
+            kind="steps",
+            n=step.n - 1,
+            ref="",
+            commit="",
+            tree=step.parent_tree,
+            head=None,
+            branch=None,
+            t=step.t,
+            label="the step before",
+        )
+        self.app.push_screen(
+            DiffScreen(self.run, parent, until=step.tree, until_name=f"step {step.n}")
+        )
 
     def action_resume_here(self) -> None:
         """Resume from the current state."""

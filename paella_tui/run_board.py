@@ -9,10 +9,11 @@ fixed sequence of events.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from paella_tui.supervisor.breaks import breaks_of
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.contract import Contract
 from paella_tui.supervisor.events import (
@@ -22,6 +23,8 @@ from paella_tui.supervisor.events import (
     AgentSession,
     AgentStarted,
     AgentStats,
+    BisectFinished,
+    BreakPoint,
     CheckpointTaken,
     DriftDetected,
     Event,
@@ -181,12 +184,18 @@ class RunBoard:
             self.salvage.append(event.salvage)
             target = event.target
             restored = target.kind == "checkpoints" and isinstance(target.episode, int)
-            self.base = target if restored else None
-            # What counts as "was green" restarts at the restored checkpoint (as in the engine).
-            self.ever_green = set(target.gates_green) if target.kind == "checkpoints" else set()
+            if target.kind == "steps":
+                # A step keeps the base it came after (as in the engine).
+                self.ever_green = set(self.base.gates_green) if self.base else set()
+            else:
+                self.base = target if restored else None
+                # What counts as "was green" restarts at the restored checkpoint (as in the engine).
+                self.ever_green = set(target.gates_green) if target.kind == "checkpoints" else set()
             self.regressed.clear()
         elif isinstance(event, HandoffWritten):
             self.handoff_path = event.path
+        elif isinstance(event, BisectFinished):
+            _say_where_it_broke(self.drift, event.point)
         elif isinstance(event, RunDone):
             self.state = "done"
             self.done_gates = event.gates
@@ -238,6 +247,8 @@ class RunBoard:
                 gate.finished_at = ledger_time(record.get("t"))
         for record in view.of_kind("drift")[-MAX_DRIFT:]:
             self.drift.appendleft(_drift_from(record))
+        for point in breaks_of(view.records).values():
+            _say_where_it_broke(self.drift, point)
         # The ledger counts every attempt so far, the last sample of one paella did not see end
         # included: a live sample kept from before would count twice.
         self.usage_before = view.usage()
@@ -306,6 +317,17 @@ class RunBoard:
         """The last output lines of a gate's newest run."""
         state = self.gates.get(name)
         return state.tail if state else ()
+
+
+def _say_where_it_broke(drift: deque[DriftDetected], point: BreakPoint) -> None:
+    """Add "broke at 02:31 in step 17: files, +a −b" to the gate's newest regression warning."""
+    if point.verdict != "found":
+        return
+    for i, warning in enumerate(drift):
+        if warning.drift == "regression" and warning.gate == point.gate:
+            message = warning.message.split(" — broke at ")[0]
+            drift[i] = replace(warning, message=f"{message} — {point.headline()}")
+            return
 
 
 def _drift_from(record: dict[str, Any]) -> DriftDetected:

@@ -16,7 +16,8 @@ from paella_tui.supervisor.ledger import utc_now
 from paella_tui.supervisor.runs import Run
 from paella_tui.supervisor.snapshot import Snapshot, Snapshotter
 
-Kind = Literal["checkpoints", "salvage"]
+Kind = Literal["checkpoints", "salvage", "steps"]
+"""What a snapshot ref holds; steps (:mod:`paella_tui.supervisor.steps`) are rollback targets too."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class SnapshotRecord:
     @property
     def name(self) -> str:
         """How a person names it on the command line: ``3`` or ``salvage:2``."""
+        if self.kind == "steps":
+            return f"step:{self.n}"
         return str(self.n) if self.kind == "checkpoints" else f"salvage:{self.n}"
 
     def to_json(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import string
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from paella_tui.supervisor.durations import parse_duration, parse_size
 
@@ -72,7 +72,7 @@ DEFAULT_STALL_AFTER = 15 * 60.0
 DEFAULT_MAX_FILE_SIZE = 50 * 1024**2
 DEFAULT_GATE_TIMEOUT = 10 * 60.0
 
-_TABLES = ("run", "retry", "watch", "gates", "gate", "episode", "constraint")
+_TABLES = ("run", "retry", "watch", "gates", "steps", "gate", "episode", "constraint")
 _ARRAY_TABLES = frozenset({"gate", "episode", "constraint"})
 _KEYS: dict[str, tuple[str, ...]] = {
     "run": (
@@ -90,6 +90,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "retry": ("max_attempts", "backoff", "max_backoff", "max_wait", "transient"),
     "watch": ("settle", "ignore"),
     "gates": ("jobs",),
+    "steps": ("keep", "link"),
     "gate": ("name", "cmd", "timeout", "retries", "paths"),
     "episode": ("name", "goal", "gates"),
     "constraint": ("text", "protect"),
@@ -213,6 +214,21 @@ class GatesConfig:
     """How many gates run in parallel."""
 
 
+DEFAULT_STEPS_KEEP = 7 * 24 * 3600.0
+"""Seven days: how long steps outlive the end of their run by default."""
+
+
+@dataclass(frozen=True)
+class StepsConfig:
+    """The `[steps]` table: every settled change kept as a step, and how a bisect sees it."""
+
+    keep: float = DEFAULT_STEPS_KEEP
+    """Seconds the steps of an ended run are kept before they are pruned (checkpoints never are)."""
+    link: tuple[str, ...] = ()
+    """Ignored paths of the work tree (a virtualenv, node_modules) linked into a bisect's
+    scratch tree, so gates find what they need there."""
+
+
 @dataclass(frozen=True)
 class Contract:
     """A validated `paella.toml`, with the text and hash it was read from."""
@@ -232,6 +248,8 @@ class Contract:
     episodes: tuple[Episode, ...]
     """In file order; episode k (1-based) is complete when episodes 1..k's gates are green."""
     constraints: tuple[Constraint, ...]
+    steps: StepsConfig = field(default_factory=StepsConfig)
+    """The `[steps]` table."""
 
     def gate(self, name: str) -> Gate:
         """The gate called `name` (KeyError if there is none)."""
@@ -676,7 +694,7 @@ def _top_level(checker: _Checker, data: dict[str, object]) -> None:
     for key in data:
         if key in _TABLES:
             continue
-        homes = [t for t in ("run", "retry", "watch", "gates") if key in _KEYS[t]]
+        homes = [t for t in ("run", "retry", "watch", "gates", "steps") if key in _KEYS[t]]
         if homes:
             hint = f" (did you mean to put it under [{homes[0]}]?)"
         else:
@@ -787,6 +805,29 @@ def _read_gates_config(checker: _Checker, data: dict[str, object]) -> GatesConfi
     gates = sections[0]
     gates.unknown_keys()
     return GatesConfig(jobs=gates.integer("jobs", defaults.jobs, minimum=1))
+
+
+def _read_steps(checker: _Checker, data: dict[str, object]) -> StepsConfig:
+    """The `[steps]` table: `keep` a duration, `link` relative paths inside the workspace."""
+    defaults = StepsConfig()
+    sections = _sections(checker, data, "steps")
+    if not sections:
+        return defaults
+    steps = sections[0]
+    steps.unknown_keys()
+    links = steps.strings("link")
+    good: list[str] = []
+    for link in links:
+        parts = PurePosixPath(link).parts
+        if link.startswith("/") or ".." in parts or not parts or parts[0] == ".git":
+            steps.problem(
+                "link",
+                f"{link!r} must be a path inside the workspace, relative to its root "
+                '(like ".venv" or "frontend/node_modules")',
+            )
+        else:
+            good.append(link.rstrip("/"))
+    return StepsConfig(keep=steps.duration("keep", defaults.keep), link=tuple(good))
 
 
 def _read_gates(checker: _Checker, data: dict[str, object]) -> list[Gate]:
@@ -907,6 +948,7 @@ def parse_contract(text: str, path: Path, *, default_name: str) -> Contract:
     retry = _read_retry(checker, data)
     watch = _read_watch(checker, data)
     gates_config = _read_gates_config(checker, data)
+    steps = _read_steps(checker, data)
     gates = _read_gates(checker, data)
     episodes = _read_episodes(checker, data, _gate_names(data))
     constraints = _read_constraints(checker, data)
@@ -925,6 +967,7 @@ def parse_contract(text: str, path: Path, *, default_name: str) -> Contract:
         gates=tuple(gates),
         episodes=tuple(episodes),
         constraints=tuple(constraints),
+        steps=steps,
     )
 
 

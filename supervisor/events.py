@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from paella_tui.supervisor.checkpoints import SnapshotRecord
@@ -366,6 +367,10 @@ class RecoveryFacts:
     gates_final: bool = True
     """False when the gates were still running on the final tree: ``gates_now`` are the newest
     results known, and the gate table fills in the rest."""
+    breaks: tuple[BreakPoint, ...] = ()
+    """Where each regressed gate broke, as far as the bisects have found out (issue 16)."""
+    before_break: SnapshotRecord | None = None
+    """The last step where every gate green at the base still passes: a finer last good state."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -443,3 +448,107 @@ class Notice(Event):
     kind: ClassVar[str | None] = None
     message: str
     level: Literal["info", "warning", "error"] = "info"
+
+
+BisectVerdict = Literal["running", "found", "flaky", "red-from-start", "not-reproduced", "error"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BreakPoint:
+    """Where a gate broke: the first step of the run on which it is red, found by a bisect."""
+
+    gate: str
+    verdict: BisectVerdict
+    step: int | None = None
+    """The first red step (``found``), else None."""
+    t: str | None = None
+    """When that step was taken (ISO 8601 UTC)."""
+    last_green_step: int | None = None
+    files: tuple[tuple[str, int | None, int | None], ...] = ()
+    """The files the breaking step changed: (path, lines added, lines removed)."""
+    added: int = 0
+    removed: int = 0
+    runs: int = 0
+    """How many times the bisect ran the gate (cached results cost none)."""
+    tail: tuple[str, ...] = ()
+    """The gate's last output lines on the breaking step."""
+    message: str = ""
+    """The verdict in words (what flaked, why nothing was found)."""
+
+    def headline(self, *, clock: str | None = None) -> str:
+        """``broke at 02:31 in step 17: ledger/core.py, +3 −1`` (or the verdict in words)."""
+        if self.verdict != "found" or self.step is None:
+            return self.message or f"{self.gate}: {self.verdict}"
+        when = clock if clock is not None else _hh_mm(self.t)
+        names = ", ".join(path for path, _a, _r in self.files[:3])
+        more = f" and {len(self.files) - 3} more" if len(self.files) > 3 else ""
+        files = f": {names}{more}" if names else ""
+        return f"broke at {when} in step {self.step}{files}, +{self.added} −{self.removed}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ledger's and ``status --json``'s shape."""
+        data = asdict(self)
+        data["files"] = [{"path": path, "added": a, "removed": r} for path, a, r in self.files]
+        data["tail"] = list(self.tail)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BreakPoint:
+        """Rebuild from :meth:`to_json` (a ledger ``bisect`` record)."""
+        files = tuple(
+            (str(f.get("path", "")), f.get("added"), f.get("removed"))
+            for f in data.get("files") or ()
+            if isinstance(f, dict)
+        )
+        return cls(
+            gate=str(data.get("gate", "")),
+            verdict=data.get("verdict", "error"),
+            step=data.get("step"),
+            t=data.get("t_step") or data.get("t"),
+            last_green_step=data.get("last_green_step"),
+            files=files,
+            added=int(data.get("added") or 0),
+            removed=int(data.get("removed") or 0),
+            runs=int(data.get("runs") or 0),
+            tail=tuple(str(x) for x in data.get("tail") or ()),
+            message=str(data.get("message") or ""),
+        )
+
+
+def _hh_mm(t: str | None) -> str:
+    """``02:31``, local time (as the drift feed and the clock show it), from a ledger time."""
+    if not t:
+        return "?"
+    try:
+        return datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone().strftime("%H:%M")
+    except ValueError:
+        return t
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectStarted(Event):
+    """A bisect began looking for the step where ``gate`` turned red."""
+
+    kind: ClassVar[str | None] = "bisect-started"
+    gate: str
+    tree: str | None
+    """The tree known red (the regression's), or None: the newest step."""
+    steps: int
+    """How many steps the search may look at."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectFinished(Event):
+    """A bisect's verdict: where ``point.gate`` broke, or why that cannot be said."""
+
+    kind: ClassVar[str | None] = "bisect"
+    point: BreakPoint
+    before_break: SnapshotRecord | None = None
+    """The last step where every gate green at the base still passes (a step target), if known."""
+
+    def record(self) -> dict[str, Any]:
+        """The break point, flat; its step's time as ``t_step`` (``t`` is the record's own)."""
+        data = self.point.to_json()
+        data["t_step"] = data.pop("t")
+        data["before_break"] = self.before_break.n if self.before_break is not None else None
+        return data

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast, get_args
 
+from paella_tui.supervisor.break_report import break_reports, handoff_section
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.contract import Contract
 from paella_tui.supervisor.durations import format_duration
@@ -84,6 +85,8 @@ class HandoffInputs:
     """Turns, tokens and cost the agent's stream reported over the run, when it reports them."""
     session_id: str | None = None
     """The agent's own session id, when its stream reported one (a resume continues it)."""
+    where_it_broke: tuple[str, ...] = ()
+    """The "Where it broke" section's lines (:mod:`paella_tui.supervisor.break_report`)."""
 
 
 # --- budgets ---------------------------------------------------------------------------------
@@ -207,13 +210,14 @@ def _render(inputs: HandoffInputs, limits: _Limits) -> str:
         _episodes(inputs, limits),
         _base(inputs),
         _gates_now(inputs, limits),
+        list(inputs.where_it_broke),
         _drift(inputs, limits),
         _last_attempt(inputs, limits),
         _changes(inputs, limits),
         _remaining(inputs, limits),
         ["## Next step", "", _next_step(inputs, limits)],
     ]
-    return "\n\n".join("\n".join(part) for part in parts) + "\n"
+    return "\n\n".join("\n".join(part) for part in parts if part) + "\n"
 
 
 def _result_map(inputs: HandoffInputs) -> dict[str, GateResult]:
@@ -683,6 +687,7 @@ def handoff_inputs_from_view(
         attempt=attempt if isinstance(attempt, int) else None,
         usage=view.usage(),
         session_id=view.session_id(),
+        where_it_broke=tuple(handoff_section(break_reports(view))),
     )
 
 

@@ -25,6 +25,7 @@ from typing import Literal
 
 from paella_tui.supervisor import checkpoints as ckpt
 from paella_tui.supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
+from paella_tui.supervisor.breaks import BreakTracker
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.contract import Contract, expand_placeholders
 from paella_tui.supervisor.decoded_tail import DecodedTail
@@ -184,6 +185,16 @@ class RunLoop:
         started = view.of_kind("run-started")
         self._contract_sha = (started[0].get("contract") or {}).get("sha256", "") if started else ""
         self._start_tree: str | None = None
+        self.breaks = BreakTracker(
+            run=run,
+            contract=contract,
+            snapshotter=self.snapshotter,
+            emit=self.emit,
+            tail=self.tail.last_lines,
+            attempt=lambda: self.attempt,
+            base=lambda: self.evaluator.base,
+        )
+        """Every settled change kept as a step; a bisect at every regression (issue 16)."""
         self.drift: DriftTracker | None = None
         self.watcher = WorkspaceWatcher(
             self.workspace,
@@ -202,6 +213,7 @@ class RunLoop:
             self._evaluating_tree = event.tree
         if event.kind is not None:
             self.run_.ledger.append(event.kind, **event.record())
+        self.breaks.observe(event)
         if isinstance(event, EvaluationFinished) and not event.stale and self.drift is not None:
             # Path drift needs git (diff-tree): judged in a thread, reported when it answers.
             task = asyncio.get_running_loop().create_task(self._check_tree(event.tree))
@@ -240,6 +252,7 @@ class RunLoop:
         return None if total.empty and self._decoded is None else total
 
     def _on_settled(self, paths: tuple[str, ...]) -> None:
+        self.breaks.settled()
         self.evaluator.request(f"{len(paths)} file(s) changed")
 
     def _on_flapping(self, message: str) -> None:
@@ -304,6 +317,7 @@ class RunLoop:
         if orphan_note:
             self._consumer(Notice(message=orphan_note, level="warning"))
         self._start_tree = await asyncio.to_thread(self._run_start_tree)
+        self.breaks.start(self._start_tree)
         self.drift = DriftTracker(
             workspace=self.workspace,
             contract=self.contract,
@@ -321,6 +335,7 @@ class RunLoop:
             # The verdict is in: nothing is judged or recorded after it (no evaluation a late
             # watcher trigger queued, no drift check of one).
             await self.evaluator.close()
+            await self.breaks.close()
             tasks += self._background
             for task in tasks:
                 task.cancel()
@@ -789,6 +804,7 @@ class RunLoop:
             if not r.green and r.status != "stale" and self.evaluator.ever_green.get(r.gate)
         )
         how = "stopped by you" if exited.stopped_by_user else exited.describe()
+        breaks, before_break = self.breaks.facts(regressions)
         return RecoveryFacts(
             ending=ending,  # type: ignore[arg-type]
             how=f"{how}, attempt {exited.attempt}",
@@ -801,6 +817,8 @@ class RunLoop:
             lines_removed=removed,
             default="rollback" if regressions and base is not None else "continue",
             gates_final=finished is not None,
+            breaks=breaks,
+            before_break=before_break,
         )
 
     async def _rollback(self, target: SnapshotRecord) -> None:
@@ -810,7 +828,11 @@ class RunLoop:
         restored = (
             target if target.kind == "checkpoints" and isinstance(target.episode, int) else None
         )
+        if target.kind == "steps":
+            # A step is no checkpoint: the base it came after stays the last green checkpoint.
+            restored = self.evaluator.base
         self.evaluator.set_base(restored, restart_history=True)
+        self.breaks.rolled_back()
         self.emit(RolledBack(target=target, salvage=result.salvage))
 
     async def _write_handoff(self, *, ending: str) -> Path:

@@ -73,7 +73,8 @@ class RunView:
             kind = record.get("kind")
             if kind == "checkpoint" and isinstance(record.get("episode"), int):
                 base = SnapshotRecord.from_ledger(record)
-            elif kind == "rollback-done":
+            elif kind == "rollback-done" and not _is_step_ref(record.get("target_ref")):
+                # A rollback to a step keeps the base it came after (issue 16).
                 restored = by_ref.get(record.get("target_ref", ""))
                 base = (
                     restored if restored is not None and isinstance(restored.episode, int) else None
@@ -162,8 +163,35 @@ class RunView:
                     green.add(record.get("gate", ""))
             elif kind == "rollback-done":
                 restored = by_ref.get(record.get("target_ref", ""))
+                if restored is None and _is_step_ref(record.get("target_ref")):
+                    restored = self._base_before(record)
                 green = set(restored.gates_green) if restored is not None else set()
         return green
+
+    def _base_before(self, rollback: dict[str, Any]) -> SnapshotRecord | None:
+        """The base as it stood when ``rollback`` (to a step) was recorded."""
+        index = next(i for i, r in enumerate(self.records) if r is rollback)
+        return RunView(self.run, self.contract, self.records[:index]).last_green_checkpoint
+
+    def regressions(self, gates: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """``status --json``'s ``regressions``: each regressed gate and where it broke."""
+        from paella_tui.supervisor.breaks import breaks_of
+
+        found = breaks_of(self.records)
+        out = []
+        for name, result in gates.items():
+            if not result.get("regressed"):
+                continue
+            point = found.get(name)
+            out.append(
+                {
+                    "gate": name,
+                    "bisect": point.verdict if point is not None else None,
+                    "broke_at": _broke_at(point),
+                    "message": point.message if point is not None else "",
+                }
+            )
+        return out
 
     def gate_results(self) -> dict[str, dict[str, Any]]:
         """The latest result of each gate, with whether it was ever green and has regressed."""
@@ -313,6 +341,8 @@ class RunView:
             "salvage": [s.to_json() for s in self.salvage],
             "last_green_checkpoint": base.n if base else None,
             "drift": drift,
+            "regressions": self.regressions(gates_now),
+            "steps": _steps_summary(self.records),
             "done": state == "done",
             "supervisor": self.supervisor(),
             "retry": self.retry(state),
@@ -333,3 +363,37 @@ class RunView:
                 last = stopped[-1]
                 return {"until": last.get("resume_after"), "reason": last.get("reason")}
         return None
+
+
+def _is_step_ref(ref: object) -> bool:
+    return isinstance(ref, str) and "/steps/" in ref
+
+
+def _broke_at(point: Any) -> dict[str, Any] | None:
+    """Where a gate broke (a ``found`` bisect verdict), as ``regressions[].broke_at``."""
+    if point is None or point.verdict != "found":
+        return None
+    return {
+        "step": point.step,
+        "t": point.t,
+        "last_green_step": point.last_green_step,
+        "files": [{"path": p, "added": a, "removed": r} for p, a, r in point.files],
+        "added": point.added,
+        "removed": point.removed,
+        "runs": point.runs,
+        "headline": point.headline(),
+    }
+
+
+def _steps_summary(records: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    """How many steps the run kept, the newest, and whether their refs were pruned."""
+    count, last = 0, None
+    pruned = False
+    for record in records:
+        kind = record.get("kind")
+        if kind == "step":
+            count += 1
+            last = record.get("n")
+        elif kind == "steps-pruned":
+            pruned = True
+    return {"count": count, "last": last, "pruned": pruned}

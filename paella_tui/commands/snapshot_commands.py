@@ -117,6 +117,13 @@ def _default_target(view: RunView, purpose: str) -> SnapshotRecord:
     )
 
 
+def _named_target(run: Run, name: str) -> SnapshotRecord:
+    """A checkpoint, ``salvage:N``, ``step:N`` or ``before-break``, as a person names it."""
+    from paella_tui.commands.step_commands import resolve_target
+
+    return resolve_target(run, name) or ckpt.find(run, name)
+
+
 def _shortstat(run: Run, from_tree: str, to_tree: str) -> str:
     out = run.workspace.git.out(["diff", "--shortstat", "--no-renames", from_tree, to_tree])
     return out.strip() or "no changes"
@@ -129,7 +136,9 @@ def rollback(args: argparse.Namespace) -> int:
     run = ctx.current_run()
     assert run is not None
     view = RunView.load(run)
-    target = ckpt.find(run, args.target) if args.target else _default_target(view, "roll back to")
+    target = (
+        _named_target(run, args.target) if args.target else _default_target(view, "roll back to")
+    )
     agent = view.agent()
     snapshotter = ctx.snapshotter(run)
     if not args.yes:
@@ -166,8 +175,12 @@ def diff(args: argparse.Namespace) -> int:
     run = ctx.current_run()
     assert run is not None
     view = RunView.load(run)
+    if args.target and args.target.strip().startswith("step:"):
+        from paella_tui.commands.step_commands import step_diff
+
+        return step_diff(run, args.target, stat=args.stat)
     if args.target:
-        target = ckpt.find(run, args.target)
+        target = _named_target(run, args.target)
     elif view.last_green_checkpoint is not None:
         target = view.last_green_checkpoint
     elif view.checkpoints:
