@@ -21,6 +21,7 @@ import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from paella_tui.supervisor.contract import Gate
@@ -114,6 +115,8 @@ class Bisection:
         status = await self._judge(steps[bad])
         if status == "flaky":
             return self._flaky(steps[bad].tree, "it passed only on a retry")
+        if status == "error":
+            return self._error(steps[bad])
         if status not in RED:
             return self._point(
                 "not-reproduced",
@@ -128,6 +131,8 @@ class Bisection:
             status = await self._judge(steps[0])
             if status == "flaky":
                 return self._flaky(steps[0].tree, "it passed only on a retry")
+            if status == "error":
+                return self._error(steps[0])
             if status not in GREEN:
                 return self._point(
                     "red-from-start",
@@ -223,6 +228,14 @@ class Bisection:
             )
         scratch = self._scratch
         await asyncio.to_thread(scratch.checkout, step.tree)
+        if not _startable(self.gate.argv[0], scratch.path):
+            # `nice` would turn "not found" into exit 127, a red that is no verdict on the tree.
+            return GateResult(
+                gate=self.gate.name,
+                status="error",
+                tree=step.tree,
+                message=f"cannot start {self.gate.argv[0]!r} in the scratch tree",
+            )
         log_path = await asyncio.to_thread(next_log_path, self.run.dir / "bisect", self.gate.name)
         env = dict(os.environ)
         env.update(PAELLA_BISECT="1", PAELLA_STEP=str(step.n))
@@ -232,6 +245,14 @@ class Bisection:
         if not result.tail and result.log_path:
             result = replace(result, tail=log_tail(result.log_path))
         return replace(result, gate=self.gate.name)
+
+
+def _startable(command: str, cwd: Path) -> bool:
+    """Whether ``command`` names a program that exists (on PATH, or as a path from ``cwd``)."""
+    if "/" in command:
+        path = Path(command) if os.path.isabs(command) else cwd / command
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(command) is not None
 
 
 def _niced(gate: Gate) -> Gate:

@@ -63,6 +63,8 @@ class ScratchTree:
         self.path.mkdir(mode=0o700)
         self.tree: str | None = None
         """The tree the folder holds now (None before the first checkout)."""
+        self._raw: set[str] = set()
+        """Paths written from the raw blob (git would convert them)."""
         self._git = Git(self.path, index_file=area / "index")
         self._prefix = [
             *(arg for pair in _RAW_CONFIG for arg in ("-c", pair)),
@@ -109,7 +111,8 @@ class ScratchTree:
                 if p
             ]
         self.tree = tree
-        self._write_raw(written)
+        # --reset rewrote the raw files of the tree before through git's conversion: again.
+        self._write_raw(sorted({*written, *self._raw}))
         self._link()
 
     def _write_raw(self, paths: list[str]) -> None:
@@ -127,6 +130,7 @@ class ScratchTree:
                 if data[i + 2] not in (b"unspecified", b"unset")
             }
         )
+        self._raw = {p for p in self._raw if os.path.lexists(self.path / p)} | set(converting)
         for path in converting:
             blob = self._run(["rev-parse", f"{self.tree}:{path}"]).decode().strip()
             raw = self._run(["cat-file", "blob", blob])
