@@ -139,6 +139,10 @@ class Bisection:
                     f'gate "{name}" was already red at step 0, when the run started',
                 )
             good = 0
+        # The oldest step known red after the good one is as bad as the newest, and closer.
+        bad = next(
+            i for i in range(good + 1, bad + 1) if i == bad or self._status(steps[i].tree) in RED
+        )
         lo, hi = good, bad
         while hi - lo > 1:
             mid = (lo + hi) // 2

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import sys
+from datetime import datetime
 from typing import Any
 
 from paella_tui.commands.context import Context, use_color
@@ -24,6 +25,14 @@ BEFORE_BREAK = "before-break"
 """The rollback target: the last step before the break where every base gate still passes."""
 
 _MARK = {"pass": "✓", "flaky": "✓", "fail": "✗", "timeout": "✗", "error": "✗"}
+
+
+def _clock(t: str) -> str:
+    """``02:31:07``, local time, from a ledger time."""
+    try:
+        return datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone().strftime("%H:%M:%S")
+    except ValueError:
+        return t
 
 
 def known_by_tree(records: tuple[dict[str, Any], ...]) -> dict[str, dict[str, str]]:
@@ -78,7 +87,7 @@ def step_diff(run: Run, name: str, *, stat: bool) -> int:
     color = ["--color=always"] if use_color() else ["--no-color"]
     git = run.workspace.git
     output = git.run(["diff", *color, *options, "--no-renames", step.parent_tree, step.tree]).stdout
-    print(f"step {step.n} at {step.t[11:19]} UTC: {step.summary()}")
+    print(f"step {step.n} at {_clock(step.t)}: {step.summary()}")
     sys.stdout.flush()
     sys.stdout.buffer.write(output)
     return 0
@@ -132,7 +141,7 @@ def steps(args: argparse.Namespace) -> int:
         lines.append(f" {s.n:>4}  {s.t[11:19]}  {what}" + (f"  [{gates}]" if gates else "") + extra)
     print("\n".join(lines))
     for point in found.values():
-        print(f"⚠ {point.gate}: {point.headline()}")
+        print(f"⚠ {point.gate} {point.headline()}")
     return 0
 
 

@@ -5,6 +5,8 @@ of steps; ``"*"`` is used for an attempt without its own list. Each step is a JS
 first item names it:
 
 - ``["write", path, text]``, ``["append", path, text]``, ``["remove", path]``: edit the work tree
+- ``["write_atomic", path, text]``: write a file outside the work tree, then rename it in (no
+  snapshot can see the file half written)
 - ``["print", text]``: one line on stdout
 - ``["sleep", seconds]``: stay silent
 - ``["wait_ledger", kind, count, timeout]``: silently wait until the run's ledger holds ``count``
@@ -131,6 +133,12 @@ def main() -> None:
             path = Path(args[0])
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(args[1])
+        elif op == "write_atomic":
+            path = Path(args[0])
+            # The temporary file lives outside the work tree, where no snapshot looks.
+            tmp = Path(os.environ["PLAN_TRACE"]).parent / f"{path.name}.tmp"
+            tmp.write_text(args[1])
+            os.replace(tmp, path)
         elif op == "append":
             with open(args[0], "a") as handle:
                 handle.write(args[1])
