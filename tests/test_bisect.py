@@ -120,7 +120,7 @@ def search(history: History, gate: Gate, n: int, known: dict[str, list[str]]) ->
 def ends(history: History, n: int, brk: int) -> dict[str, list[str]]:
     """What the live gates knew: green at step 0, red at step n (as a regression is found)."""
     return {
-        history.steps[0].tree: ["pass" if 0 < brk else "fail"],
+        history.steps[0].tree: ["pass" if brk > 0 else "fail"],
         history.steps[n].tree: ["pass" if n < brk else "fail"],
     }
 
@@ -203,12 +203,11 @@ def test_a_gate_that_fails_the_first_time_on_a_tree_is_called_flaky(
     seen = tmp_path / "seen"
     seen.mkdir()
     flaky = sh_gate(
-        "flaky", f'if [ -e "{seen}/$PAELLA_TREE" ]; then exit 0; fi; touch "{seen}/$PAELLA_TREE"; exit 1'
+        "flaky",
+        f'if [ -e "{seen}/$PAELLA_TREE" ]; then exit 0; fi; touch "{seen}/$PAELLA_TREE"; exit 1',
     )
     before = history.user_state()
-    found = asyncio.run(
-        search(history, flaky, 30, {history.steps[0].tree: ["pass"]}).find()
-    )
+    found = asyncio.run(search(history, flaky, 30, {history.steps[0].tree: ["pass"]}).find())
     assert found.verdict == "flaky", found
     assert found.step is None
     assert "flaky" in found.message
@@ -220,11 +219,11 @@ def test_a_gate_that_passes_only_on_its_retry_is_flaky(
 ) -> None:
     seen = tmp_path / "seen"
     seen.mkdir()
-    script = f'if [ -e "{seen}/$PAELLA_TREE" ]; then exit 0; fi; touch "{seen}/$PAELLA_TREE"; exit 1'
-    retrying = sh_gate("retrying", script, retries=1)
-    found = asyncio.run(
-        search(history, retrying, 30, {history.steps[0].tree: ["pass"]}).find()
+    script = (
+        f'if [ -e "{seen}/$PAELLA_TREE" ]; then exit 0; fi; touch "{seen}/$PAELLA_TREE"; exit 1'
     )
+    retrying = sh_gate("retrying", script, retries=1)
+    found = asyncio.run(search(history, retrying, 30, {history.steps[0].tree: ["pass"]}).find())
     assert found.verdict == "flaky"
     assert "retry" in found.message
 
@@ -330,10 +329,7 @@ def test_a_scratch_tree_holds_each_tree_exactly_and_links_ignored_paths(
         for tree in (first, second, first):
             scratch.checkout(tree)
             got = capture_tree(scratch.path, exclude=(".venv",))
-            assert got == {
-                path: entry
-                for path, entry in _tree_entries(git, repo, tree).items()
-            }
+            assert got == {path: entry for path, entry in _tree_entries(git, repo, tree).items()}
             assert (scratch.path / ".venv").is_symlink()
             assert (scratch.path / ".venv" / "bin" / "tool").read_text().startswith("#!")
         # The bytes the file had on disk, though its attributes would convert them on checkout.

@@ -12,18 +12,22 @@ is set there) in a file outside the repository.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import GitRunner, capture_tree, make_repo
 from run_scenarios import PlannedRepo, Step, gate, section
+from textual.app import App
 
+from paella_tui.diff_screen import DiffScreen
+from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.supervisor.bisect import max_runs
 from paella_tui.supervisor.contract import load_contract
 from paella_tui.supervisor.events import BisectFinished, Event, RecoveryFacts
@@ -144,7 +148,9 @@ def test_every_change_is_a_step_and_the_bisect_names_step_17(story: Story) -> No
     assert [s.n for s in steps] == list(range(STEPS + 1)), story.planned.trace()
     assert steps[BREAK].files == (("core.txt", 0, 2),)
     assert steps[BREAK].tail[-1] == f"made change {BREAK}", "what the agent said as it made it"
-    refs = story.git(story.repo, "for-each-ref", "--format=%(refname)", f"{story.run.ref_prefix}/steps/")
+    refs = story.git(
+        story.repo, "for-each-ref", "--format=%(refname)", f"{story.run.ref_prefix}/steps/"
+    )
     assert len(refs.split()) == STEPS + 1
     finished = [e for e in story.events if isinstance(e, BisectFinished)]
     assert finished, story.planned.trace()
@@ -187,7 +193,7 @@ def test_recovery_handoff_status_and_steps_agree(story: Story) -> None:
     assert listed["steps"][BREAK]["gates"].get("idempotency") == "fail"
     assert listed["steps"][BREAK - 1]["gates"].get("idempotency") == "pass"
     text = story.paella("steps").stdout
-    assert f"⚠ idempotency broke here" in text
+    assert "⚠ idempotency broke here" in text
     assert f"idempotency {headline}" in text
 
     log = story.paella("log").stdout
@@ -230,7 +236,7 @@ def test_bisect_on_demand_reuses_every_result_and_touches_nothing(story: Story) 
     runs_before = len(story.counter.read_text().split())
     out = story.paella("bisect", "idempotency")
     assert out.returncode == 0, out.stderr
-    assert f"idempotency broke at" in out.stdout and f"in step {BREAK}" in out.stdout
+    assert "idempotency broke at" in out.stdout and f"in step {BREAK}" in out.stdout
     assert f"paella rollback step:{BREAK - 1}" in out.stdout
     # Everything was judged before: only the confirmation of the breaking step runs.
     assert len(story.counter.read_text().split()) == runs_before + 1
@@ -241,6 +247,64 @@ def test_bisect_on_demand_reuses_every_result_and_touches_nothing(story: Story) 
         story.git.branch(story.repo),
     )
     assert after == before
+
+
+class Host(App[None]):
+    """Pushes the recovery screen and records what it dismisses with."""
+
+    def __init__(self, screen: RecoveryScreen) -> None:
+        super().__init__()
+        self.recovery = screen
+        self.results: list[Any] = []
+
+    def on_mount(self) -> None:
+        self.push_screen(self.recovery, self.results.append)
+
+
+def _text(app: App[Any]) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+async def test_the_recovery_screen_says_where_it_broke_and_offers_before_the_break(
+    story: Story,
+) -> None:
+    facts = story.facts[-1]
+    app = Host(RecoveryScreen(facts, run=story.run))
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        text = _text(app)
+        assert f"idempotency {facts.breaks[0].headline()}" in text
+        assert "x: its diff" in text
+        assert f"Roll back to just before the break (step:{BREAK - 1}) and resume" in text
+        await pilot.press("x")
+        await pilot.pause(0.5)
+        assert isinstance(app.screen, DiffScreen)
+        await pilot.pause(0.5)
+        shown = _text(app)
+        assert f"to step {BREAK}" in shown and "core.txt" in shown and "notes/" not in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("b")
+        await pilot.pause()
+    [decision] = app.results
+    assert decision.choice == "rollback"
+    assert decision.target == facts.before_break
+
+
+async def test_a_bisect_that_finishes_after_the_screen_opened_is_shown(story: Story) -> None:
+    facts = story.facts[-1]
+    early = dataclasses.replace(facts, breaks=(), before_break=None)
+    screen = RecoveryScreen(early, run=story.run)
+    app = Host(screen)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        assert "broke at" not in _text(app)
+        assert "just before the break" not in _text(app)
+        await screen.bisected(facts.breaks[0], facts.before_break)
+        await pilot.pause()
+        text = _text(app)
+        assert f"in step {BREAK}" in text
+        assert f"just before the break (step:{BREAK - 1})" in text
 
 
 def test_roll_back_to_just_before_the_break_then_undo(story: Story) -> None:
