@@ -70,15 +70,26 @@ class BreakTracker:
         tail: Callable[[int], Sequence[str]],
         attempt: Callable[[], int],
         base: Callable[[], SnapshotRecord | None],
+        busy: Callable[[], bool] = lambda: True,
+        records: Sequence[dict[str, Any]] | None = None,
     ) -> None:
+        """``busy`` says whether the gates are being judged (a settle then needs a snapshot of
+        its own); ``records`` is the ledger as the caller read it (read again when None)."""
         self._run = run
         self._contract = contract
         self._emit = emit
         self._base = base
+        self._busy = busy
+        if records is None:
+            records = run.ledger.read().records
         self.steps = StepKeeper(
-            run, snapshotter, emit=emit, tail=lambda: tail(TAIL_LINES), attempt=attempt
+            run,
+            snapshotter,
+            emit=emit,
+            tail=lambda: tail(TAIL_LINES),
+            attempt=attempt,
+            ledger=records,
         )
-        records = run.ledger.read().records
         self.breaks: dict[str, BreakPoint] = {
             g: p for g, p in breaks_of(records).items() if p.verdict != "running"
         }
@@ -100,8 +111,14 @@ class BreakTracker:
         self._tasks["\0prune"] = store_task
 
     def settled(self) -> None:
-        """The workspace settled after a change: keep it as a step."""
-        self.steps.request()
+        """The workspace settled after a change: keep it as a step.
+
+        When no evaluation runs, the one this settle starts snapshots the tree at once and
+        :meth:`observe` keeps it: one snapshot serves both. While the gates run, the evaluation
+        waits, so the step takes a snapshot of its own (no settled change is lost to the queue).
+        """
+        if self._busy():
+            self.steps.request()
 
     def observe(self, event: Event) -> None:
         """Follow the run: evaluated trees become steps, regressions start bisects."""

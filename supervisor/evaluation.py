@@ -173,6 +173,11 @@ class Evaluator:
             self._ever_green = {g: [record.tree] for g in record.gates_green} if record else {}
             self._regressed = set()
 
+    @property
+    def busy(self) -> bool:
+        """Whether an evaluation runs now (a new request waits instead of snapshotting at once)."""
+        return self._running is not None
+
     def triggers_last_minute(self) -> int:
         """How many times :meth:`request` was called in the last 60 seconds (the flapping guard)."""
         self._prune_triggers()

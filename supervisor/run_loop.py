@@ -193,6 +193,8 @@ class RunLoop:
             tail=self.tail.last_lines,
             attempt=lambda: self.attempt,
             base=lambda: self.evaluator.base,
+            busy=lambda: self.evaluator.busy,
+            records=view.records,
         )
         """Every settled change kept as a step; a bisect at every regression (issue 16)."""
         self.drift: DriftTracker | None = None

@@ -151,6 +151,15 @@ def steps_of(records: Iterable[dict[str, Any]]) -> list[StepRecord]:
     return steps
 
 
+def last_step(records_: Sequence[dict[str, Any]]) -> StepRecord | None:
+    """The newest step among ledger records (only it is parsed: a run may hold thousands)."""
+    for record in reversed(records_):
+        if record.get("kind") == "step":
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                return StepRecord.from_ledger(record)
+    return None
+
+
 def records(run: Run) -> list[StepRecord]:
     """The run's steps, in order."""
     return steps_of(run.ledger.read().records)
@@ -188,9 +197,9 @@ def take_step(
     if previous is not None and previous.tree == tree:
         return None
     git = run.workspace.git
-    head = run.workspace.head()
+    head_commit, branch = _head(run)
     n = previous.n + 1 if previous is not None else 0
-    parents = ["-p", head.commit] if head.commit else []
+    parents = ["-p", head_commit] if head_commit else []
     body = f"step {n} of run {run.run_id}\n".encode()
     commit = git.out(["commit-tree", tree, *parents], input=body)
     while True:
@@ -212,8 +221,8 @@ def take_step(
         commit=commit,
         tree=tree,
         parent_tree=parent_tree,
-        head=head.commit,
-        branch=head.branch,
+        head=head_commit,
+        branch=branch,
         t="",
         files=tuple((c.path, c.added, c.removed) for c in changes[:MAX_FILES]),
         files_total=len(changes),
@@ -226,6 +235,17 @@ def take_step(
     data.pop("t")
     written = run.ledger.append("step", **data)
     return StepRecord.from_ledger(written)
+
+
+def _head(run: Run) -> tuple[str | None, str | None]:
+    """HEAD's commit and branch in one git call (a step is taken at every settle)."""
+    proc = run.workspace.git.run(["rev-parse", "HEAD", "--symbolic-full-name", "HEAD"], check=False)
+    lines = proc.stdout.decode(errors="surrogateescape").split()
+    if proc.returncode != 0 or len(lines) != 2:
+        head = run.workspace.head()  # an unborn branch: ask the long way
+        return head.commit, head.branch
+    branch = lines[1].removeprefix("refs/heads/") if lines[1].startswith("refs/heads/") else None
+    return lines[0], branch
 
 
 class StepKeeper:
@@ -244,14 +264,17 @@ class StepKeeper:
         emit: Callable[[Event], None],
         tail: Callable[[], Sequence[str]],
         attempt: Callable[[], int],
+        ledger: Sequence[dict[str, Any]] | None = None,
     ) -> None:
+        """``ledger`` is the run's ledger as the caller read it (read here when None)."""
         self._run = run
         self._snapshotter = snapshotter
         self._emit = emit
         self._tail = tail
         self._attempt = attempt
-        existing = records(run)
-        self.last: StepRecord | None = existing[-1] if existing else None
+        self.last: StepRecord | None = last_step(
+            run.ledger.read().records if ledger is None else ledger
+        )
         """The newest step (None before step 0)."""
         self._trees: list[str | None] = []
         """Pending work: a tree to keep, or None for "snapshot first"."""

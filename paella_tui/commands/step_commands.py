@@ -246,6 +246,10 @@ def _before(
         return None
     records = since_rollback(view.records)
     known = {g.name: known_results(records, g, frozen=g) for g in gates}
+
+    def record(fields: dict[str, Any]) -> None:
+        run.ledger.append("bisect-probe", **fields)
+
     step = asyncio.run(
         last_good_step(
             run,
@@ -255,7 +259,7 @@ def _before(
             known=known,
             links=links,
             slots=asyncio.Semaphore(jobs),
-            record=lambda f: run.ledger.append("bisect-probe", **f),
+            record=record,
         )
     )
     return step.as_target() if step is not None else None
