@@ -28,6 +28,7 @@ from textual.app import App
 
 from paella_tui.diff_screen import DiffScreen
 from paella_tui.recovery_screen import RecoveryScreen
+from paella_tui.run_board import RunBoard
 from paella_tui.supervisor.bisect import max_runs
 from paella_tui.supervisor.contract import load_contract
 from paella_tui.supervisor.events import BisectFinished, Event, RecoveryFacts
@@ -198,6 +199,18 @@ def test_recovery_handoff_status_and_steps_agree(story: Story) -> None:
 
     log = story.paella("log").stdout
     assert f"⚠ idempotency {headline}" in log
+    plain = story.paella("status").stdout
+    assert f"⚠ idempotency {headline}: `paella diff step:{BREAK}`" in plain
+
+    # The drift feed (the TUI's board, live and folded from the ledger) says it too.
+    live = RunBoard(contract=story.contract, run_id=story.run.run_id)
+    for event in story.events:
+        live.apply(event)
+    seeded = RunBoard(contract=story.contract, run_id=story.run.run_id)
+    seeded.seed(RunView.load(story.run))
+    for board in (live, seeded):
+        [warning] = [d for d in board.drift if d.drift == "regression"]
+        assert warning.message.endswith(f"— {headline}")
 
 
 def test_diff_of_a_step_shows_its_own_change(story: Story) -> None:

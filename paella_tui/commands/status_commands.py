@@ -82,6 +82,15 @@ def _text(status: dict[str, Any]) -> str:
     )
     for d in status["drift"][-5:]:
         lines.append(f"⚠ {d['kind']}: {d['message']}")
+    for r in status.get("regressions", ()):
+        if r.get("broke_at"):
+            lines.append(
+                f"⚠ {r['gate']} {r['broke_at']['headline']}: `paella diff step:{r['broke_at']['step']}`"
+            )
+        elif r.get("bisect") == "running":
+            lines.append(f"◌ {r['gate']}: finding the step where it broke")
+        elif r.get("message"):
+            lines.append(f"◌ {r['message']}")
     return "\n".join(lines)
 
 
