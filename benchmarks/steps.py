@@ -340,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="a smaller big repository (2,000 files)"
     )
+    parser.add_argument(
+        "--only", choices=("steps", "bisect", "status"), help="run one part (its targets only)"
+    )
     args = parser.parse_args(argv)
     os.environ.pop(STATE_DIR_ENV, None)
     files, size = (2000, 16) if args.quick else (20000, 160)
@@ -347,11 +350,18 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="paella-steps-")))
         root = args.keep.resolve() if args.keep else tmp / "repo"
-        prepare_repo(root, layout)
-        bench = Bench(root=root, layout=layout, paella=find_paella())
-        step_samples = part_steps(bench, args.repeat)
-        bisect = part_bisect(bench, tmp / "gate-runs.txt")
-        status_samples = part_status(tmp / "status", args.steps, args.repeat)
+        step_samples: list[tuple[str, list[float]]] = []
+        bisect: dict[str, object] = {}
+        status_samples: list[tuple[str, list[float]]] = []
+        if args.only in (None, "steps", "bisect"):
+            prepare_repo(root, layout)
+            bench = Bench(root=root, layout=layout, paella=find_paella())
+            if args.only in (None, "steps"):
+                step_samples = part_steps(bench, args.repeat)
+            if args.only in (None, "bisect"):
+                bisect = part_bisect(bench, tmp / "gate-runs.txt")
+        if args.only in (None, "status"):
+            status_samples = part_status(tmp / "status", args.steps, args.repeat)
     lines = [
         f"## Steps and bisect benchmark ({time.strftime('%Y-%m-%d %H:%M %Z')})",
         "",
@@ -364,30 +374,41 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for label, values in [*step_samples, *status_samples]:
         lines.append(f"| {label} | {ms(median(values))} | {ms(p90(values))} |")
-    lines += [
-        f"| bisect of {BISECT_STEPS} steps (gate {GATE_SLEEP_S}s + scratch tree) | "
-        f"{bisect['bisect_s']:.2f} s, {bisect['bisect_runs']} gate runs | |",
-        f"| the gate once per step (same scratch tree) | "
-        f"{bisect['linear_s']:.2f} s, {bisect['linear_runs']} gate runs | |",
-    ]
+    if bisect:
+        lines += [
+            f"| bisect of {BISECT_STEPS} steps (gate {GATE_SLEEP_S}s + scratch tree) | "
+            f"{bisect['bisect_s']:.2f} s, {bisect['bisect_runs']} gate runs | |",
+            f"| the gate once per step (same scratch tree) | "
+            f"{bisect['linear_s']:.2f} s, {bisect['linear_runs']} gate runs | |",
+        ]
     by = dict(step_samples) | dict(status_samples)
-    checkpoint = median(by["checkpoint (Python API, warm)"])
-    step = median(by["step at a settle (snapshot + step)"])
-    targets = [
-        (
-            "a step ≤ a checkpoint (median)",
-            f"{step / checkpoint:.2f} × ({ms(step)} vs {ms(checkpoint)})",
-            step <= checkpoint,
-        ),
-        (
-            f"bisect names step {BREAK_AT} in ≤ ⌈log2 {BISECT_STEPS}⌉ + 1 = {max_runs(BISECT_STEPS)} runs",
-            f"{bisect['found']}, {bisect['bisect_runs']} runs (linear scan: step "
-            f"{bisect['linear_found']})",
-            bisect["found"] == ("found", BREAK_AT)
-            and int(str(bisect["bisect_runs"])) <= max_runs(BISECT_STEPS),
-        ),
-    ]
-    for what in ("paella status", "paella status --json", TUI, FOLD):
+    targets = []
+    if step_samples:
+        checkpoint = median(by["checkpoint (Python API, warm)"])
+        for label, what in (
+            ("step at a settle (snapshot + step)", "while the gates run"),
+            ("step of the evaluation's snapshot", "the gates idle: one snapshot serves both"),
+        ):
+            step = median(by[label])
+            targets.append(
+                (
+                    f"a step ≤ a checkpoint (median), {what}",
+                    f"{step / checkpoint:.2f} × ({ms(step)} vs {ms(checkpoint)})",
+                    step <= checkpoint,
+                )
+            )
+    if bisect:
+        targets.append(
+            (
+                f"bisect names step {BREAK_AT} in ≤ ⌈log2 {BISECT_STEPS}⌉ + 1 = "
+                f"{max_runs(BISECT_STEPS)} runs",
+                f"{bisect['found']}, {bisect['bisect_runs']} runs (linear scan: step "
+                f"{bisect['linear_found']})",
+                bisect["found"] == ("found", BREAK_AT)
+                and int(str(bisect["bisect_runs"])) <= max_runs(BISECT_STEPS),
+            )
+        )
+    for what in ("paella status", "paella status --json", TUI, FOLD) if status_samples else ():
         none = median(by[f"{what}, no steps"])
         many = median(by[f"{what}, {args.steps} steps"])
         info = "(for information: a part of the line above) " if what == FOLD else ""

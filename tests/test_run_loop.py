@@ -161,13 +161,14 @@ class Scenario(PlannedRepo):
         return set(self.git(self.repo, "ls-tree", "-r", "--name-only", ref).split())
 
     def assert_snapshots(self) -> None:
-        """Every checkpoint and salvage record of the ledger is a ref holding its commit and tree."""
-        for record in self.ledger("checkpoint", "salvage"):
+        """Every checkpoint, salvage and step record of the ledger is a ref holding its commit
+        and tree, and there is no other ref of the run."""
+        for record in self.ledger("checkpoint", "salvage", "step"):
             assert self.ref(record["ref"]) == record["commit"], f"{record['ref']} is missing"
             assert self.ref(f"{record['commit']}^{{tree}}") == record["tree"]
         refs = self.git(self.repo, "for-each-ref", "--format=%(refname)", self.run.ref_prefix)
         assert sorted(refs.split()) == sorted(
-            r["ref"] for r in self.ledger("checkpoint", "salvage")
+            r["ref"] for r in self.ledger("checkpoint", "salvage", "step")
         )
 
     async def finish(self, *, head_moved: bool = False) -> None:
