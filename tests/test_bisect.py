@@ -28,6 +28,8 @@ from paella_tui.supervisor.steps import StepRecord, records, take_step
 from paella_tui.supervisor.workspace import Workspace
 
 STEPS = 40
+# One module-scoped history serves every test here: they run on one worker, so it is built once.
+pytestmark = pytest.mark.xdist_group("bisect-history")
 
 
 def sh_gate(name: str, script: str, *, retries: int = 0) -> Gate:

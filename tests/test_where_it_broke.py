@@ -39,6 +39,8 @@ from paella_tui.supervisor.steps import StepTaken
 from paella_tui.supervisor.workspace import Workspace
 
 STEPS = 30
+# One module-scoped history serves every test here: they run on one worker, so it is built once.
+pytestmark = pytest.mark.xdist_group("where-it-broke")
 BREAK = 17
 RUN_TIMEOUT = 240.0
 GUARD = (
