@@ -63,7 +63,7 @@ from paella_tui.supervisor.retry import RESET_MARGIN_S, classify, read_failure, 
 from paella_tui.supervisor.rollback import rollback
 from paella_tui.supervisor.run_view import RunView, process_alive
 from paella_tui.supervisor.runs import Run
-from paella_tui.supervisor.snapshot import Snapshotter
+from paella_tui.supervisor.steps import SequencedSnapshotter
 from paella_tui.supervisor.tree_diff import changes_between, totals
 from paella_tui.supervisor.watcher import WorkspaceWatcher
 
@@ -131,7 +131,10 @@ class RunLoop:
         self._stop_grace = stop_grace
         self.tail = OutputTail()
         """The agent's output across attempts, display-ready; poll its ``version``."""
-        self.snapshotter = Snapshotter(self.workspace, max_file_size=contract.run.max_file_size)
+        # Numbered snapshots: steps are kept in the order their trees were seen (issue 16).
+        self.snapshotter = SequencedSnapshotter(
+            self.workspace, max_file_size=contract.run.max_file_size
+        )
         view = RunView.load(run)
         stops = view.of_kind("run-stopped")
         last = stops[-1] if stops else {}

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,8 +28,9 @@ from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.errors import GitError, PaellaError, UsageError
 from paella_tui.supervisor.events import Event
 from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
+from paella_tui.supervisor.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshot, Snapshotter
 from paella_tui.supervisor.tree_diff import changes_between, totals
+from paella_tui.supervisor.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +251,41 @@ def _head(run: Run) -> tuple[str | None, str | None]:
     return lines[0], branch
 
 
+class SequencedSnapshotter(Snapshotter):
+    """A snapshotter that numbers its snapshots in the order they were taken (under the lock).
+
+    The gates' evaluation and the step keeper both snapshot the workspace, in threads, and hear
+    of the result in whatever order the event loop delivers it; the numbers let the keeper put
+    an older tree, delivered late, after a newer one it already kept (no step goes backwards).
+    """
+
+    KEEP = 256
+    """How many recent trees keep their number."""
+
+    def __init__(self, workspace: Workspace, *, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
+        super().__init__(workspace, max_file_size=max_file_size)
+        self.sequence = 0
+        """The number of the newest snapshot."""
+        self._numbers: OrderedDict[str, int] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def take(self) -> Snapshot:
+        """Snapshot (the caller holds the lock), and number the tree."""
+        snap = super().take()
+        with self._guard:
+            self.sequence += 1
+            self._numbers[snap.tree] = self.sequence
+            self._numbers.move_to_end(snap.tree)
+            while len(self._numbers) > self.KEEP:
+                self._numbers.popitem(last=False)
+        return snap
+
+    def number(self, tree: str) -> int | None:
+        """The number of the newest snapshot that found ``tree`` (None: not among the recent)."""
+        with self._guard:
+            return self._numbers.get(tree)
+
+
 class StepKeeper:
     """Takes the run's steps as the workspace settles, one at a time, off the event loop.
 
@@ -280,6 +318,8 @@ class StepKeeper:
         """Pending work: a tree to keep, or None for "snapshot first"."""
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
+        self._kept_number = 0
+        """The snapshot number of the newest step kept (0: unknown)."""
 
     def request(self) -> None:
         """The workspace settled: snapshot it and keep the tree as a step if it changed."""
@@ -324,6 +364,15 @@ class StepKeeper:
     def _keep(self, tree: str | None) -> StepRecord | None:
         if tree is None:
             tree = self._snapshotter.take_locked("a step").tree
+        number = (
+            self._snapshotter.number(tree)
+            if isinstance(self._snapshotter, SequencedSnapshotter)
+            else None
+        )
+        if number is not None:
+            if number <= self._kept_number and tree != (self.last.tree if self.last else None):
+                return None  # an older state, heard of after a newer one was kept
+            self._kept_number = max(self._kept_number, number)
         return take_step(
             self._run,
             tree,

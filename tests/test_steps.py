@@ -15,7 +15,15 @@ from paella_tui.supervisor.checkpoints import take_checkpoint
 from paella_tui.supervisor.contract import DEFAULT_STEPS_KEEP, load_contract
 from paella_tui.supervisor.runs import Run, RunStore
 from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.steps import StepRecord, find, prune_expired, records, take_step
+from paella_tui.supervisor.steps import (
+    SequencedSnapshotter,
+    StepKeeper,
+    StepRecord,
+    find,
+    prune_expired,
+    records,
+    take_step,
+)
 from paella_tui.supervisor.workspace import Workspace
 
 
@@ -140,3 +148,31 @@ def test_paella_steps_lists_and_refuses_pruned_targets(repo: Path, git: GitRunne
     assert refused.returncode == 2
     assert "were pruned" in refused.stderr and "Traceback" not in refused.stderr
     assert "(refs pruned)" in paella(repo, "steps").stdout
+
+
+async def test_a_tree_heard_of_late_never_makes_a_step_go_backwards(repo: Path) -> None:
+    """The gates' snapshot and the keeper's run in threads; an older tree delivered after a newer
+    one was kept is dropped, while a real return to an earlier state is a step."""
+    workspace = Workspace.find(repo)
+    run = RunStore(workspace).create(None, manual=True)
+    snapshotter = SequencedSnapshotter(workspace)
+    taken: list[StepRecord] = []
+    keeper = StepKeeper(
+        run,
+        snapshotter,
+        emit=lambda event: taken.append(event.record_),  # type: ignore[attr-defined]
+        tail=lambda: ["working"],
+        attempt=lambda: 1,
+    )
+    older = snapshotter.take_locked().tree
+    (repo / "README.md").write_text("newer\n")
+    newer = snapshotter.take_locked().tree
+    keeper.note(newer)
+    keeper.note(older)  # the evaluation that saw the older tree reports late
+    await keeper.idle()
+    assert [s.tree for s in taken] == [newer]
+    (repo / "README.md").write_text("hello\n")  # back to the first state: a real change
+    keeper.request()
+    await keeper.idle()
+    assert [s.tree for s in taken] == [newer, older]
+    assert [s.n for s in taken] == [0, 1]
