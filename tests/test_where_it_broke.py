@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from conftest import GitRunner, capture_tree, make_repo
 from run_scenarios import PlannedRepo, Step, gate, section
@@ -29,6 +30,7 @@ from textual.app import App
 from paella_tui.diff_screen import DiffScreen
 from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.run_board import RunBoard
+from paella_tui.schemas import load_schema
 from paella_tui.supervisor.bisect import max_runs
 from paella_tui.supervisor.contract import load_contract
 from paella_tui.supervisor.events import BisectFinished, Event, RecoveryFacts
@@ -182,6 +184,7 @@ def test_recovery_handoff_status_and_steps_agree(story: Story) -> None:
     assert f"paella rollback step:{BREAK - 1}" in where
 
     status = json.loads(story.paella("status", "--json").stdout)
+    jsonschema.Draft202012Validator(load_schema("status")).validate(status)
     [regression] = status["regressions"]
     assert regression["gate"] == "idempotency"
     assert regression["bisect"] == "found"
