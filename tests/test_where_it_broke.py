@@ -195,6 +195,7 @@ def test_recovery_handoff_status_and_steps_agree(story: Story) -> None:
     assert status["steps"] == {"count": STEPS + 1, "last": STEPS, "pruned": False}
 
     listed = json.loads(story.paella("steps", "--json").stdout)
+    jsonschema.Draft202012Validator(load_schema("steps")).validate(listed)
     assert [s["n"] for s in listed["steps"]] == list(range(STEPS + 1))
     assert listed["steps"][BREAK]["gates"].get("idempotency") == "fail"
     assert listed["steps"][BREAK - 1]["gates"].get("idempotency") == "pass"
@@ -258,6 +259,13 @@ def test_bisect_on_demand_reuses_every_result_and_touches_nothing(story: Story) 
     assert f"paella rollback step:{BREAK - 1}" in out.stdout
     # Everything was judged before: only the confirmation of the breaking step runs.
     assert len(story.counter.read_text().split()) == runs_before + 1
+    verdict = json.loads(story.paella("bisect", "idempotency", "--json").stdout)
+    jsonschema.Draft202012Validator(load_schema("bisect")).validate(verdict)
+    assert (verdict["verdict"], verdict["step"], verdict["before_break"]) == (
+        "found",
+        BREAK,
+        BREAK - 1,
+    )
     after = (
         capture_tree(story.repo),
         (story.workspace.git_dir / "index").read_bytes(),

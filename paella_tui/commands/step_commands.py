@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from paella_tui.commands.context import Context, use_color
+from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor import steps as step_store
 from paella_tui.supervisor.breaks import breaks_of, since_rollback
 from paella_tui.supervisor.checkpoints import SnapshotRecord
@@ -20,7 +21,6 @@ from paella_tui.supervisor.events import GREEN, RED, BreakPoint
 from paella_tui.supervisor.runs import Run
 from paella_tui.supervisor.steps import StepRecord
 
-SCHEMA_VERSION = 1
 BEFORE_BREAK = "before-break"
 """The rollback target: the last step before the break where every base gate still passes."""
 
@@ -104,7 +104,8 @@ def steps(args: argparse.Namespace) -> int:
     ctx = Context.open()
     run = ctx.current_run(required=not args.json)
     if run is None:
-        print(json.dumps({"schema_version": SCHEMA_VERSION, "run_id": None, "steps": []}))
+        empty: dict[str, Any] = {"run_id": None, "pruned": False, "steps": [], "breaks": []}
+        print(json.dumps({"schema_version": SCHEMA_VERSION, **empty}))
         return 0
     records = run.ledger.read().records
     known = known_by_tree(records)
@@ -196,17 +197,21 @@ def bisect(args: argparse.Namespace) -> int:
     links = contract.steps.link if contract is not None else ()
     jobs = contract.gates_config.jobs if contract is not None else 1
 
+    # With --json, stdout holds the verdict alone; the progress goes to stderr.
+    out = sys.stderr if args.json else sys.stdout
+
     def progress(fields: dict[str, Any]) -> None:
         run.ledger.append("bisect-probe", **fields)
         mark = _MARK.get(fields["status"], "◌")
         print(
             f"  step {fields['step']:>4}: {mark} {fields['status']} ({fields['duration_s']:.1f}s)",
+            file=out,
             flush=True,
         )
 
     started = BisectStarted(gate=gate.name, tree=None, steps=len(listed))
     run.ledger.append(started.kind or "", **started.record())
-    print(f"bisecting gate {gate.name!r} over {len(listed)} steps of run {run.run_id}")
+    print(f"bisecting gate {gate.name!r} over {len(listed)} steps of run {run.run_id}", file=out)
     search = Bisection(
         run=run,
         gate=gate,

@@ -1,4 +1,5 @@
-"""JSON schemas of what ``paella status --json``, ``checkpoints --json`` and ``gates --json`` print.
+"""JSON schemas of what ``paella status --json``, ``checkpoints --json``, ``gates --json``,
+``steps --json`` and ``bisect GATE --json`` print.
 
 The files beside this module are the contract for scripts: every output carries
 ``schema_version``, bumped when a key is removed or changes meaning. A key is added only with
@@ -15,8 +16,8 @@ from typing import Any, Literal
 SCHEMA_VERSION = 1
 """The ``schema_version`` every JSON output carries."""
 
-SchemaName = Literal["status", "checkpoints", "gates"]
-SCHEMA_NAMES: tuple[SchemaName, ...] = ("status", "checkpoints", "gates")
+SchemaName = Literal["status", "checkpoints", "gates", "steps", "bisect"]
+SCHEMA_NAMES: tuple[SchemaName, ...] = ("status", "checkpoints", "gates", "steps", "bisect")
 
 
 def load_schema(name: SchemaName) -> dict[str, Any]:
