@@ -60,8 +60,9 @@ def test_every_subcommand_help_has_a_description_examples_and_argument_help(
 def test_the_target_argument_says_what_it_takes(tmp_path: Path, paella) -> None:
     for command in ("rollback", "diff"):
         text = ok(paella(tmp_path, command, "--help")).stdout
-        assert "N|salvage:N  a checkpoint number" in text, text
+        assert "N|salvage:N|step:N" in text and "a checkpoint number" in text, text
         assert "salvage:N for a salvage snapshot" in text
+        assert "step:N" in text.split("positional arguments:")[1]
 
 
 def test_top_level_help_names_minus_c_and_examples(tmp_path: Path, paella) -> None:
@@ -218,7 +219,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more_work(tmp_path: 
     """Completion reads the parser: a new subcommand and its options appear in every script."""
     parser = build_parser()
     (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    new = action.add_parser("bisect", help="find the first checkpoint where a gate went red")
+    new = action.add_parser("replay", help="find the first checkpoint where a gate went red")
     new.add_argument("--gate", metavar="NAME", help="the gate to bisect on")
     new.add_argument("--mode", choices=("fast", "exact"), help="how to search")
 
@@ -226,15 +227,15 @@ def test_a_command_added_to_the_parser_is_completed_without_more_work(tmp_path: 
     path = tmp_path / "paella.bash"
     path.write_text(scripts["bash"])
 
-    assert "bisect" in bash_complete(path, "paella", "", cwd=tmp_path)
-    assert bash_complete(path, "paella", "bisect", "--", cwd=tmp_path) == sorted(
+    assert "replay" in bash_complete(path, "paella", "", cwd=tmp_path)
+    assert bash_complete(path, "paella", "replay", "--", cwd=tmp_path) == sorted(
         ["--gate", "--help", "--mode"]
     )
-    assert bash_complete(path, "paella", "bisect", "--mode", "", cwd=tmp_path) == ["exact", "fast"]
-    assert "'bisect:find the first checkpoint where a gate went red'" in scripts["zsh"]
+    assert bash_complete(path, "paella", "replay", "--mode", "", cwd=tmp_path) == ["exact", "fast"]
+    assert "'replay:find the first checkpoint where a gate went red'" in scripts["zsh"]
     assert "'--mode[how to search]:MODE:(fast exact)'" in scripts["zsh"]
-    assert "-a 'bisect' -d 'find the first checkpoint where a gate went red'" in scripts["fish"]
-    assert "__paella_using bisect' -l mode -x -a 'fast exact'" in scripts["fish"]
+    assert "-a 'replay' -d 'find the first checkpoint where a gate went red'" in scripts["fish"]
+    assert "__paella_using replay' -l mode -x -a 'fast exact'" in scripts["fish"]
 
 
 def test_completion_needs_no_workspace_and_rejects_an_unknown_shell(tmp_path: Path, paella) -> None:
