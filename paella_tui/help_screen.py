@@ -34,6 +34,8 @@ RECOVERY_KEYS: tuple[tuple[str, str], ...] = (
     ("c", "resume from the current state"),
     ("p", "pick a checkpoint (or salvage, to undo a rollback), then resume"),
     ("d", "view the diff from the last green checkpoint to now"),
+    ("b", "roll back to just before the break (a step), then resume"),
+    ("x", "view the change of the step where a regressed gate broke"),
     ("h", "write the handoff and stop (paella resume continues later)"),
     ("Enter", "take the default choice (the highlighted one)"),
 )
