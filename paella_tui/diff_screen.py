@@ -22,11 +22,11 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
+from paella_tui.supervisor.byproducts import snapshotter_for
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.errors import PaellaError
 from paella_tui.supervisor.run_view import RunView
 from paella_tui.supervisor.runs import Run
-from paella_tui.supervisor.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshotter
 from paella_tui.supervisor.tree_diff import FileChange, changes_between
 
 MAX_DIFF_LINES = 2000
@@ -38,9 +38,7 @@ MAX_DIFF_BYTES = 512 * 1024
 
 def now_tree(run: Run) -> str:
     """The tree of the workspace now: a snapshot under paella's lock (blocking git; use a thread)."""
-    contract = run.load_contract()
-    cap = contract.run.max_file_size if contract is not None else DEFAULT_MAX_FILE_SIZE
-    snapshotter = Snapshotter(run.workspace, max_file_size=cap)
+    snapshotter = snapshotter_for(run.workspace, run.load_contract())
     return snapshotter.take_locked("a snapshot for the diff").tree
 
 

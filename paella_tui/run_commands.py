@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.picker_screen import PickerScreen
+from paella_tui.supervisor.byproducts import snapshotter_for
 from paella_tui.supervisor.checkpoints import SnapshotRecord, take_checkpoint
 from paella_tui.supervisor.events import CheckpointTaken, RolledBack
 from paella_tui.supervisor.rollback import rollback
@@ -44,7 +45,7 @@ class RunCommands:
     def _snapshotter(self) -> Snapshotter:
         run = self.app.run_
         assert run is not None
-        return Snapshotter(run.workspace, max_file_size=self.app.contract.run.max_file_size)
+        return snapshotter_for(run.workspace, self.app.contract)
 
     # --- g ---------------------------------------------------------------------------------------
 

@@ -1,68 +1,70 @@
-"""Path globs as the contract writes them (``src/**``, ``*.log``, ``tests/test_*.py``).
+"""Path globs as the contract writes them, with ``.gitignore`` semantics for every key.
 
-``*`` and ``?`` stay inside one path segment, ``**`` spans any number of segments, and a pattern
-without a ``/`` matches a file's name at any depth (as in ``.gitignore``): so ``*.log`` catches
-``build/x.log`` while ``src/*.py`` does not catch ``src/a/b.py``. A trailing ``/**`` also
-matches the folder itself.
+One implementation (pathspec's ``gitwildmatch``, as git itself reads ``.gitignore``) serves
+``scope``, ``protect``, a gate's ``paths`` and ``[watch] ignore``, so the tool never disagrees
+with itself: ``*`` and ``?`` stay inside one path segment, ``**`` spans segments, a pattern
+without a ``/`` (other than a trailing one) matches a name at any depth, a leading ``/`` anchors
+at the root, a trailing ``/`` names a folder, and a name covers everything inside it, so
+``tests`` protects ``tests/test_x.py`` and ``scope = ["src"]`` covers ``src/a/b.py``. A pattern
+ending in ``/**`` also matches the folder itself. ``!pattern`` takes paths back out, as in
+``.gitignore`` (the last matching pattern wins).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from pathspec import GitIgnoreSpec
 
-@lru_cache(maxsize=1024)
-def _compile(pattern: str) -> re.Pattern[str]:
+
+def _expand(pattern: str) -> list[str]:
+    """The lines ``pattern`` stands for: ``src/**`` also names ``src`` itself."""
     pat = pattern.strip()
-    anchored = "/" in pat.rstrip("/")
-    pat = pat.lstrip("/")
-    if pat.endswith("/"):
-        pat += "**"
-    out: list[str] = []
-    i = 0
-    while i < len(pat):
-        c = pat[i]
-        if pat.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pat.startswith("/**", i) and i + 3 == len(pat):
-            out.append("(?:/.*)?")
-            i += 3
-        elif pat.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            end = pat.find("]", i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-                i += 1
-            else:
-                body = pat[i + 1 : end].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = end + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    body = "".join(out)
-    prefix = "" if anchored else "(?:.*/)?"
-    return re.compile(f"^{prefix}{body}$")
+    if not pat or pat.startswith("#"):
+        return []
+    lines = [pat]
+    if pat.endswith("/**") and len(pat) > 3 and not pat.startswith("!"):
+        folder = pat[:-3]
+        lines.append(folder if folder.startswith("/") else "/" + folder)
+    return lines
+
+
+@lru_cache(maxsize=512)
+def compile_globs(patterns: tuple[str, ...]) -> GitIgnoreSpec:
+    """The compiled matcher for ``patterns`` (cached: contracts reuse a few sets)."""
+    lines = [line for pattern in patterns for line in _expand(pattern)]
+    return GitIgnoreSpec.from_lines(lines)
 
 
 def glob_match(path: str, pattern: str) -> bool:
-    """Whether the slash-separated relative ``path`` matches ``pattern``."""
-    return _compile(pattern).match(path) is not None
+    """Whether the slash-separated relative ``path`` matches ``pattern`` (a folder ends in ``/``)."""
+    return compile_globs((pattern,)).match_file(path.lstrip("/"))
 
 
 def match_any(path: str, patterns: Iterable[str]) -> bool:
-    """Whether ``path`` matches at least one of ``patterns``."""
-    return any(glob_match(path, p) for p in patterns)
+    """Whether ``path`` is matched by ``patterns`` (read together, as one ``.gitignore``)."""
+    key = tuple(patterns)
+    if not key:
+        return False
+    return compile_globs(key).match_file(path.lstrip("/"))
+
+
+def folder_match(folder: str, patterns: Iterable[str]) -> bool:
+    """Whether the folder ``folder`` (or one above it) is matched, and so everything inside it."""
+    parts = folder.strip("/").split("/")
+    return any(match_any("/".join(parts[:i]) + "/", patterns) for i in range(1, len(parts) + 1))
+
+
+def unmatched(patterns: Iterable[str], paths: Iterable[str]) -> list[str]:
+    """The patterns (negations left out) that match none of ``paths``, in their order."""
+    wanted = [p for p in dict.fromkeys(patterns) if p.strip() and not p.strip().startswith("!")]
+    if not wanted:
+        return []
+    left = {p: compile_globs((p,)) for p in wanted}
+    for path in paths:
+        for pattern in [p for p, spec in left.items() if spec.match_file(path)]:
+            del left[pattern]
+        if not left:
+            break
+    return [p for p in wanted if p in left]

@@ -26,6 +26,7 @@ from typing import Literal
 from paella_tui.supervisor import checkpoints as ckpt
 from paella_tui.supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
 from paella_tui.supervisor.breaks import BreakTracker
+from paella_tui.supervisor.byproducts import byproduct_globs
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.contract import Contract, expand_placeholders
 from paella_tui.supervisor.decoded_tail import DecodedTail
@@ -131,9 +132,12 @@ class RunLoop:
         self._stop_grace = stop_grace
         self.tail = OutputTail()
         """The agent's output across attempts, display-ready; poll its ``version``."""
-        # Numbered snapshots: steps are kept in the order their trees were seen (issue 16).
+        # Numbered snapshots: steps are kept in the order their trees were seen (issue 16); the
+        # gates' byproducts are left out of them (issue 13).
         self.snapshotter = SequencedSnapshotter(
-            self.workspace, max_file_size=contract.run.max_file_size
+            self.workspace,
+            max_file_size=contract.run.max_file_size,
+            exclude=byproduct_globs(contract),
         )
         view = RunView.load(run)
         stops = view.of_kind("run-stopped")
@@ -204,7 +208,7 @@ class RunLoop:
         self.watcher = WorkspaceWatcher(
             self.workspace,
             settle=contract.watch.settle,
-            ignore=contract.watch.ignore,
+            ignore=byproduct_globs(contract),
             on_activity=self._on_activity,
             on_settled=self._on_settled,
             on_flapping=self._on_flapping,

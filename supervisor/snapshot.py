@@ -5,7 +5,8 @@ that git's stat cache lets only changed files be hashed again; the repository's 
 ``index.lock`` are never used. Untracked files are included, ignored ones are not. Files over the
 size cap are left out and named. Nested repositories and submodules are recorded as git records
 them (their commit) and never entered; a nested repository with no commit cannot be recorded and
-is named as not covered.
+is named as not covered. ``exclude`` globs (the gates' byproducts and ``[watch] ignore``) are left
+out like ignored files, unless the user's own index tracks them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,9 +62,17 @@ class Snapshot:
 class Snapshotter:
     """Takes snapshots of one workspace through paella's private, persistent index."""
 
-    def __init__(self, workspace: Workspace, *, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        exclude: Sequence[str] = (),
+    ) -> None:
         self.workspace = workspace
         self.max_file_size = max_file_size
+        self.exclude = tuple(exclude)
+        """Globs (``.gitignore`` syntax) left out as if ignored: the gates' own byproducts."""
         self.index_file = workspace.state_dir / "snapshot.index"
         self.lock_file = workspace.state_dir / "snapshot.lock"
         self.memo_file = workspace.state_dir / "snapshot.memo.json"
@@ -94,7 +103,15 @@ class Snapshotter:
         skipped: list[SkippedFile] = []
         excludes = self._state_dir_pathspec()
         untracked = self.git.lines_z(
-            ["ls-files", "-z", "--others", "--exclude-standard", "--", *excludes]
+            [
+                "ls-files",
+                "-z",
+                "--others",
+                "--exclude-standard",
+                *self._exclude_args(),
+                "--",
+                *excludes,
+            ]
         )
         status = self.git.lines_z(
             ["diff-files", "-z", "--name-status", "--no-renames", "--ignore-submodules=dirty"]
@@ -159,6 +176,9 @@ class Snapshotter:
         self._save_memo(ignore_sig, links)
         return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(links))
 
+    def _exclude_args(self) -> list[str]:
+        return [f"--exclude={pattern}" for pattern in self.exclude]
+
     def _index_signature(self) -> list[int] | None:
         try:
             st = os.stat(self.index_file)
@@ -200,7 +220,7 @@ class Snapshotter:
                 xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
                 files.append(Path(xdg) / "git" / "ignore")
             self._exclude_files = files
-        sig: list[object] = []
+        sig: list[object] = [list(self.exclude)]
         for path in self._exclude_files:
             try:
                 st = os.stat(path)
@@ -336,12 +356,11 @@ class Snapshotter:
     def _drop_newly_ignored(self) -> None:
         # A path snapshotted while untracked stays in the private index even after it becomes
         # ignored; drop it unless the user's own index tracks it (force-added files stay in).
-        ours = set(self.git.lines_z(["ls-files", "-z", "-c", "-i", "--exclude-standard"]))
+        listing = ["ls-files", "-z", "-c", "-i", "--exclude-standard", *self._exclude_args()]
+        ours = set(self.git.lines_z(listing))
         if not ours:
             return
-        theirs = set(
-            self.workspace.git.lines_z(["ls-files", "-z", "-c", "-i", "--exclude-standard"])
-        )
+        theirs = set(self.workspace.git.lines_z(listing))
         stale = sorted(ours - theirs)
         if stale:
             self.git.run(

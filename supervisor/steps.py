@@ -262,8 +262,14 @@ class SequencedSnapshotter(Snapshotter):
     KEEP = 256
     """How many recent trees keep their number."""
 
-    def __init__(self, workspace: Workspace, *, max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
-        super().__init__(workspace, max_file_size=max_file_size)
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        exclude: Sequence[str] = (),
+    ) -> None:
+        super().__init__(workspace, max_file_size=max_file_size, exclude=exclude)
         self.sequence = 0
         """The number of the newest snapshot."""
         self._numbers: OrderedDict[str, int] = OrderedDict()

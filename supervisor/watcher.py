@@ -69,7 +69,7 @@ import watchfiles
 
 from paella_tui.supervisor.errors import WorkspaceError
 from paella_tui.supervisor.gitcli import encode_paths_z
-from paella_tui.supervisor.globs import match_any
+from paella_tui.supervisor.globs import folder_match, match_any
 from paella_tui.supervisor.workspace import Workspace
 
 WatchMode = Literal["inotify", "polling"]
@@ -583,7 +583,7 @@ class WorkspaceWatcher:
                 rel = f"{folder}/{entry.name}" if folder else entry.name
                 if rel in ancestors or rel in pruned or not entry.is_dir(follow_symlinks=False):
                     continue
-                if self.ignore and match_any(rel, self.ignore):
+                if self.ignore and folder_match(rel, self.ignore):
                     continue
                 deep.append(entry.path)
         flat = tuple(self._abs(a) for a in sorted(ancestors) if os.path.isdir(self._abs(a)))
@@ -678,12 +678,11 @@ class WorkspaceWatcher:
         for private in self._private:
             if rel == private or rel.startswith(private + "/"):
                 return False
-        if self.ignore:
-            # A glob that names a folder ignores everything in it, as in .gitignore.
-            for i in range(1, len(parts) + 1):
-                if match_any("/".join(parts[:i]), self.ignore):
-                    return False
-        return True
+        # A glob that names a folder ignores everything in it, as in .gitignore; the path itself
+        # may be a file or a folder: both readings count.
+        return not (
+            self.ignore and (folder_match(rel, self.ignore) or match_any(rel, self.ignore))
+        )
 
     def _classify(self, candidates: dict[str, watchfiles.Change], flat: set[str]) -> _Batch:
         """Which changes are relevant, with one ``git check-ignore`` for the lot (blocking)."""

@@ -7,11 +7,12 @@ import shutil
 import sys
 from dataclasses import dataclass
 
+from paella_tui.supervisor.byproducts import snapshotter_for
 from paella_tui.supervisor.contract import CONTRACT_FILE, Contract, load_contract
 from paella_tui.supervisor.errors import UsageError
 from paella_tui.supervisor.rollback import interrupted_rollback
 from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshotter
+from paella_tui.supervisor.snapshot import Snapshotter
 from paella_tui.supervisor.workspace import Workspace
 
 
@@ -81,6 +82,4 @@ class Context:
 
     def snapshotter(self, run: Run | None) -> Snapshotter:
         """A snapshotter with the size cap of the run's frozen contract (or the default)."""
-        contract = run.load_contract() if run is not None else None
-        cap = contract.run.max_file_size if contract is not None else DEFAULT_MAX_FILE_SIZE
-        return Snapshotter(self.workspace, max_file_size=cap)
+        return snapshotter_for(self.workspace, run.load_contract() if run is not None else None)

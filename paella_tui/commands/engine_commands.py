@@ -160,9 +160,9 @@ def _limit_reset(run_: Run, *, now: bool) -> float | None:
 def gates(args: argparse.Namespace) -> int:
     """Evaluate every gate once on the current tree and print the results (exit 1 if any is red)."""
     from paella_tui.headless import describe_event
+    from paella_tui.supervisor.byproducts import snapshotter_for
     from paella_tui.supervisor.evaluation import Evaluator
     from paella_tui.supervisor.events import Event
-    from paella_tui.supervisor.snapshot import Snapshotter
 
     ctx = Context.open()
     contract = ctx.contract()
@@ -182,7 +182,7 @@ def gates(args: argparse.Namespace) -> int:
             run=run_,
             contract=contract,
             emit=emit,
-            snapshotter=Snapshotter(ctx.workspace, max_file_size=contract.run.max_file_size),
+            snapshotter=snapshotter_for(ctx.workspace, contract),
             base=view.last_green_checkpoint,
             history=view.of_kind("gate-finished"),
         )
