@@ -27,6 +27,7 @@ from textual.worker import Worker, WorkerState
 
 from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.diff_screen import DiffScreen
+from paella_tui.gate_log_screen import GateLogScreen
 from paella_tui.handoff_screen import HandoffScreen
 from paella_tui.help_screen import HelpScreen
 from paella_tui.main_screen import MainScreen
@@ -52,6 +53,7 @@ from paella_tui.supervisor.run_loop import EXIT_NOT_DONE, Decision, RunLoop, pol
 from paella_tui.supervisor.run_view import RunView
 from paella_tui.supervisor.runs import Run
 from paella_tui.widgets.checkpoint_list import CheckpointList
+from paella_tui.widgets.gate_table import GateRow, GateTable
 
 EXIT_INTERRUPTED = 130
 TICK_S = 1.0
@@ -78,6 +80,9 @@ class PaellaApp(App[int]):
         Binding("s", "stop_agent", "stop", tooltip="Stop the agent (recovery follows)"),
         Binding("R", "resume", "resume", tooltip="Resume the run (or retry now)"),
         Binding("d", "diff", "diff", tooltip="The diff from the last green checkpoint"),
+        Binding(
+            "l", "gate_log", "log", tooltip="A gate's full output: failing tests, search, runs"
+        ),
         Binding("h", "handoff", "handoff", tooltip="Preview the handoff"),
         Binding("slash", "search", "find", key_display="/", tooltip="Search the agent output"),
         Binding("f", "follow", "follow", tooltip="Follow the agent output, or stop"),
@@ -132,6 +137,26 @@ class PaellaApp(App[int]):
         self._signals = QuitSignals(self._on_signal, mute=self._mute_terminal)
         self.commands = RunCommands(self)
         """What the run keys do (g, c, r, s, R)."""
+
+    # --- text from outside is never markup ------------------------------------------------------
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast whose text is shown as it is: agent output, paths and test ids hold brackets
+        that Textual's markup would parse (and crash on), so no toast of this App reads markup.
+        While the recovery screen is up only errors show: its facts say the rest, and a toast
+        would cover its choices."""
+        del markup  # every caller, Widget.notify included, passes its default True
+        if isinstance(self.screen, RecoveryScreen) and severity != "error":
+            return
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     # --- start -----------------------------------------------------------------------------
 
@@ -302,6 +327,30 @@ class PaellaApp(App[int]):
         main = self._main_or_none()
         if main is not None:
             main.set_now(self._clock())
+
+    # --- the gate log view ---------------------------------------------------------------------
+
+    def on_gate_table_selected(self, message: GateTable.Selected) -> None:
+        """Enter on a gate: its log view."""
+        message.stop()
+        self._open_gate_log(message.gate)
+
+    def action_gate_log(self) -> None:
+        """``l``: the log view of the gate under the cursor (else the first red one)."""
+        main = self._main_or_none()
+        gate = main.chosen_gate() if main is not None else None
+        if gate is None:
+            self.notify("the contract has no gate", severity="warning")
+            return
+        self._open_gate_log(gate)
+
+    def _open_gate_log(self, gate: GateRow) -> None:
+        if self.run_ is None:
+            self.notify("no run: no gate log", severity="warning")
+            return
+        self.push_screen(
+            GateLogScreen(self.run_.dir, gate.name, status=gate.status, message=gate.message)
+        )
 
     # --- recovery ------------------------------------------------------------------------------
 

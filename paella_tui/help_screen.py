@@ -22,6 +22,8 @@ MAIN_KEYS: tuple[tuple[str, str], ...] = (
     ("R", "resume the agent with a handoff (or skip a retry countdown)"),
     ("d", "the diff from the last green checkpoint to now, file by file"),
     ("h", "preview the handoff (w in the preview writes handoff.md)"),
+    ("l", "a gate's log: failing tests, / search, [ ] older/newer runs"),
+    ("Enter", "on a gate (Tab to the table): its log; on an episode or drift: all of it"),
     ("/", "search the agent's output"),
     ("f", "follow the output (keep the newest line in view), or stop"),
     ("q", "quit (asks while the agent runs; quitting stops it)"),

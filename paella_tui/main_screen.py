@@ -20,7 +20,7 @@ from paella_tui.widgets.agent_log import AgentLog
 from paella_tui.widgets.checkpoint_list import CheckpointList
 from paella_tui.widgets.drift_feed import DriftFeed
 from paella_tui.widgets.episode_list import EpisodeList
-from paella_tui.widgets.gate_table import GateTable
+from paella_tui.widgets.gate_table import GateRow, GateTable
 from paella_tui.widgets.run_header import RunHeader
 
 WIDE_FOOTER = 100
@@ -112,13 +112,17 @@ class MainScreen(Screen[None]):
 
     # --- messages up: what the screen answers itself --------------------------------------------
 
-    def on_gate_table_selected(self, message: GateTable.Selected) -> None:
-        """A gate chosen: its last output lines, or why it could not run."""
-        message.stop()
-        gate = message.gate
-        tail = self._board.gate_tail(gate.name) if self._board else ()
-        text = gate.message or "\n".join(tail[-8:]) or "no output recorded"
-        self.notify(text, title=f"gate {gate.name}: {gate.status}", timeout=12)
+    def chosen_gate(self) -> GateRow | None:
+        """The gate ``l`` opens: the one under the table's cursor while it has the focus, else
+        the first red one, else the first."""
+        gates = self._gates
+        if gates.has_focus:
+            row = gates.row_at_cursor()
+            if isinstance(row, GateRow):
+                return row
+        rows = gates.gates
+        red = [r for r in rows if r.status in ("fail", "timeout", "error")]
+        return (red or list(rows) or [None])[0]
 
     def on_episode_list_selected(self, message: EpisodeList.Selected) -> None:
         """An episode chosen: its goal."""

@@ -228,6 +228,8 @@ class GateResult:
     """The result was judged earlier on the same tree (or on a tree equal under ``paths``)."""
     message: str = ""
     """Why, in words, for ``error`` (command not found) and ``timeout``."""
+    failed_tests: tuple[str, ...] = ()
+    """The failing test ids the output names (pytest, unittest, cargo, go), for a red gate."""
 
     @property
     def green(self) -> bool:
@@ -276,6 +278,7 @@ class GateFinished(Event):
             "cached": r.cached,
             "stale": self.stale,
             "message": r.message,
+            "failed_tests": list(r.failed_tests),
         }
 
 

@@ -28,7 +28,8 @@ import psutil
 
 from paella_tui.supervisor.contract import Gate
 from paella_tui.supervisor.durations import format_duration
-from paella_tui.supervisor.events import GateResult, GateStatus
+from paella_tui.supervisor.events import GREEN, GateResult, GateStatus
+from paella_tui.supervisor.failures import failing_tests_in_log
 from paella_tui.supervisor.files import FILE_MODE, ensure_dir
 from paella_tui.supervisor.process_tree import LeftoverProcess, ProcessTree, stop_tree
 
@@ -120,6 +121,7 @@ async def run_gate(
             log_path=str(log_path),
             tail=outcome.tail,
             message=outcome.message,
+            failed_tests=failing_tests_in_log(log_path) if status not in GREEN else (),
         )
     finally:
         os.close(log_fd)

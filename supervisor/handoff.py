@@ -28,6 +28,7 @@ from paella_tui.supervisor.contract import Contract
 from paella_tui.supervisor.durations import format_duration
 from paella_tui.supervisor.errors import UsageError
 from paella_tui.supervisor.events import RED, AgentExited, GateResult, GateStatus, Usage
+from paella_tui.supervisor.failures import failing_tests_in_log
 from paella_tui.supervisor.files import write_atomic
 from paella_tui.supervisor.run_view import RunView
 
@@ -370,6 +371,11 @@ def _gates_now(inputs: HandoffInputs, limits: _Limits) -> list[str]:
         if r.message:
             detail.append(_clip(r.message, limits.line_chars))
         lines.append(f"- {mark}" + (f" ({'; '.join(detail)})" if detail else ""))
+        if r.status in RED and r.failed_tests:
+            shown = r.failed_tests[:_FAILED_SHOWN]
+            more = len(r.failed_tests) - len(shown)
+            names = ", ".join(_code(t) for t in shown) + (f", and {more} more" if more else "")
+            lines.append(f"  - failing: {names}")
     failing = [r for r in results if r.status in RED]
     budget = limits.gate_chars // max(len(failing), 1)
     for r in failing:
@@ -506,6 +512,7 @@ def _next_step(inputs: HandoffInputs, limits: _Limits) -> str:
 # --- from the ledger ---------------------------------------------------------------------------
 
 _STATUSES = frozenset(get_args(GateStatus))
+_FAILED_SHOWN = 10
 _LOG_WINDOW = 256 * 1024
 _LOG_KEEP_LINES = 200
 
@@ -561,8 +568,17 @@ def _gate_result(record: Mapping[str, Any], run_dir: Path) -> tuple[GateResult, 
         tail=tail,
         cached=bool(record.get("cached")),
         message=str(record.get("message") or ""),
+        failed_tests=_failed_tests(record, log_path, status),
     )
     return result, total
+
+
+def _failed_tests(record: Mapping[str, Any], log: Path | None, status: str) -> tuple[str, ...]:
+    """The failing tests a record names (read from its log for a ledger written before)."""
+    listed = record.get("failed_tests")
+    if isinstance(listed, list):
+        return tuple(str(t) for t in listed)
+    return failing_tests_in_log(log) if status in RED and log is not None else ()
 
 
 def _seconds_between(start: object, end: object) -> float | None:

@@ -680,9 +680,7 @@ class WorkspaceWatcher:
                 return False
         # A glob that names a folder ignores everything in it, as in .gitignore; the path itself
         # may be a file or a folder: both readings count.
-        return not (
-            self.ignore and (folder_match(rel, self.ignore) or match_any(rel, self.ignore))
-        )
+        return not (self.ignore and (folder_match(rel, self.ignore) or match_any(rel, self.ignore)))
 
     def _classify(self, candidates: dict[str, watchfiles.Change], flat: set[str]) -> _Batch:
         """Which changes are relevant, with one ``git check-ignore`` for the lot (blocking)."""

@@ -595,7 +595,7 @@ class TestHelp:
             assert f" {key} " in text, key
         for symbol, _ in SYMBOLS:
             assert symbol in text
-        assert {k for k, _ in MAIN_KEYS} == set("gcrsRdh/fq?")
+        assert {k for k, _ in MAIN_KEYS} == {*"gcrsRdhl/fq?", "Enter"}
         assert {k for k, _ in RECOVERY_KEYS} >= set("rcpdh")
         assert "paella status --watch" in text and "paella log -f" in text
         assert ".git/paella" in text or "<git common dir>/paella" in text

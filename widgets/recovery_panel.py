@@ -67,6 +67,21 @@ def gate_phrase(result: GateResult, *, regressed: bool, base: SnapshotRecord | N
     return Content.assemble(("◌ ", "dim"), result.gate, (f" {result.status}", "dim"))
 
 
+FAILED_SHOWN = 3
+"""Failing test ids named per red gate; the rest are counted (the gate log view has them all)."""
+
+
+def failing_phrase(result: GateResult) -> Content:
+    """``idempotency failing: tests/a.py::test_x, tests/b.py::test_y, … 4 more``."""
+    shown = result.failed_tests[:FAILED_SHOWN]
+    more = len(result.failed_tests) - len(shown)
+    return Content.assemble(
+        (f"{result.gate} failing: ", "$text-error"),
+        ", ".join(shown),
+        (f", … {more} more" if more else "", "dim"),
+    )
+
+
 class RecoveryPanel(Widget):
     """The facts block of the recovery screen: what happened, the last good state, what changed."""
 
@@ -150,6 +165,9 @@ def _gate_rows(facts: RecoveryFacts) -> list[tuple[str, Content]]:
         others.sort(key=lambda r: rank.get(r.status, 1))
         phrases = [gate_phrase(r, regressed=False, base=facts.base) for r in others]
         rows.append((label, Content("  ").join(phrases)))
+    for result in facts.gates_now:
+        if result.status in RED and result.failed_tests:
+            rows.append(("", failing_phrase(result)))
     if not facts.gates_final:
         rows.append(
             (
