@@ -53,7 +53,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         """The question and two buttons (the keys work too)."""
         with Vertical():
-            yield Static(self._question, id="question")
+            yield Static(self._question, id="question", markup=False)
             with Horizontal():
                 yield Button(f"{self._no} (n)", id="no")
                 yield Button(f"{self._yes} (y)", id="yes", variant="warning")

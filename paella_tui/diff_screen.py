@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
+from textual.markup import escape
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
@@ -228,7 +229,7 @@ class DiffScreen(Screen[None]):
         if event.option_id is None or self._trees is None:
             return
         change = self._changes[int(event.option_id)]
-        self.query_one("#diff-pane").border_title = _shorten(change.path, 60)
+        self.query_one("#diff-pane").border_title = escape(_shorten(change.path, 60))
         self.query_one("#diff-text", Static).update(Content.styled("…", "dim"))
         self._file_diff(change.path, *self._trees, self._target_name)
 

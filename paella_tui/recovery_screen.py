@@ -125,7 +125,10 @@ class RecoveryScreen(Screen[Decision]):
         # A death reads as an error; a stop, or a claim of done, as a warning.
         warning = facts.ending in ("stopped", "claimed-done")
         yield Static(
-            recovery_title(facts), id="recovery-title", classes="-warning" if warning else "-died"
+            recovery_title(facts),
+            id="recovery-title",
+            classes="-warning" if warning else "-died",
+            markup=False,
         )
         yield RecoveryPanel(facts, id="recovery-facts")
         breaks = Static(break_lines(facts), id="recovery-breaks")

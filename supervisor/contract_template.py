@@ -68,6 +68,10 @@ _PLACEHOLDER_WORD = re.compile(r"\{(?:" + "|".join(sorted(PLACEHOLDERS)) + r")\}
 _MAKE_TEST_TARGET = re.compile(r"^(?:[^\s:#=]+[ \t]+)*test(?:[ \t]+[^\s:#=]+)*[ \t]*:(?!=)", re.M)
 
 
+PLACEHOLDER_PROMPT = "Describe the task here."
+"""The task ``paella init`` writes, which ``paella check`` flags until it is replaced."""
+
+
 def _read(path: Path) -> str:
     """A text file's content, or "" when it is missing or unreadable."""
     try:
@@ -239,7 +243,7 @@ def _run_table(root: Path, agent: str | None) -> str:
         "[run]\n",
         _comment("The task, given to the agent as {prompt}. Edit it, or replace it with"),
         _comment('prompt_file = "TASK.md" (a file holding the task); set one of the two.'),
-        _key("prompt", "Describe the task here."),
+        _key("prompt", PLACEHOLDER_PROMPT),
         _comment("The run's name; default: the workspace folder name."),
         _key("name", root.resolve().name, commented=True),
     ]
@@ -292,7 +296,7 @@ def _run_table(root: Path, agent: str | None) -> str:
     return "".join(parts)
 
 
-def _settings_tables() -> str:
+def _settings_tables(ignore: Sequence[str] = ()) -> str:
     """The `[retry]`, `[watch]` and `[gates]` tables, at their defaults."""
     return "".join(
         [
@@ -312,8 +316,12 @@ def _settings_tables() -> str:
             "\n[watch]\n",
             _comment("Quiet time after the last file change before the gates re-run."),
             _key("settle", "2s"),
-            _comment("Globs to ignore, in addition to .gitignore."),
-            _key("ignore", ["*.log"], commented=True),
+            _comment(
+                "Globs (.gitignore syntax) that are not the agent's work: never drift, never in",
+                "checkpoints or diffs. Besides .gitignore and the built-in byproducts (__pycache__,",
+                "*.pyc, .pytest_cache, .coverage, node_modules/.cache, ...).",
+            ),
+            _key("ignore", list(ignore)) if ignore else _key("ignore", ["*.log"], commented=True),
             "\n[gates]\n",
             _comment("How many gates run in parallel; default: the CPU count."),
             _key("jobs", 2, commented=True),
@@ -362,7 +370,11 @@ def _gate_tables(gates: Sequence[tuple[str, str]], *, detected: bool) -> str:
 
 
 def render_contract(
-    root: Path, *, agent: str | None = None, gates: Sequence[tuple[str, str]] = ()
+    root: Path,
+    *,
+    agent: str | None = None,
+    gates: Sequence[tuple[str, str]] = (),
+    ignore: Sequence[str] = (),
 ) -> str:
     """The text of a commented `paella.toml` for the repository at `root`.
 
@@ -397,7 +409,7 @@ def render_contract(
             "\n",
             _run_table(root, "claude" if agent is None else agent),
             "\n",
-            _settings_tables(),
+            _settings_tables(ignore),
             "\n",
             _gate_tables(gate_list, detected=detected),
             _comment(

@@ -25,6 +25,7 @@ from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.containers import Vertical
 from textual.geometry import Size
+from textual.markup import escape
 from textual.message import Message
 from textual.reactive import reactive, var
 from textual.scroll_view import ScrollView
@@ -524,4 +525,5 @@ class AgentLog(Vertical):
     def _retitle(self) -> None:
         how = "following ↓" if self.follow else "paused · f follows"
         self.border_title = f"agent output · {how}"
-        self.border_subtitle = self._match_note
+        # The note quotes the search text: a title is markup, the user's text must not be.
+        self.border_subtitle = escape(self._match_note)

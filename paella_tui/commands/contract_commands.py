@@ -7,8 +7,15 @@ import sys
 from pathlib import Path
 
 from paella_tui.commands.context import Context, command_found
+from paella_tui.supervisor.byproducts import (
+    byproduct_globs,
+    ecosystem_globs,
+    gitignore_lines,
+    untracked_byproducts,
+)
 from paella_tui.supervisor.contract import CONTRACT_FILE, Contract
 from paella_tui.supervisor.contract_template import (
+    PLACEHOLDER_PROMPT,
     detect_gates,
     parse_gate_option,
     render_contract,
@@ -17,6 +24,8 @@ from paella_tui.supervisor.contract_template import (
 from paella_tui.supervisor.durations import format_duration, format_size
 from paella_tui.supervisor.errors import EXIT_USAGE, EXIT_WORKSPACE, UsageError
 from paella_tui.supervisor.files import write_atomic
+from paella_tui.supervisor.gitcli import Git
+from paella_tui.supervisor.globs import unmatched
 from paella_tui.supervisor.profiles import get_profile
 
 
@@ -34,7 +43,10 @@ def init(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise UsageError(str(err)) from err
     detected = [] if gates else detect_gates(ctx.workspace.root)
-    text = render_contract(ctx.workspace.root, agent=args.agent, gates=gates or detected)
+    ignore = ecosystem_globs([name for name, _ in detected])
+    text = render_contract(
+        ctx.workspace.root, agent=args.agent, gates=gates or detected, ignore=ignore
+    )
     write_atomic(path, text)
     path.chmod(0o644)  # the contract is the user's file, meant to be read and committed
     print(f"✓ wrote {path}")
@@ -42,6 +54,9 @@ def init(args: argparse.Namespace) -> int:
         print("  gates detected: " + ", ".join(f"{name} ({cmd})" for name, cmd in detected))
     elif not gates:
         print("  no test command detected: the example gate fails until you edit it")
+    if ignore:
+        print("  the gates' byproducts are left out of checkpoints ([watch] ignore); for git too,")
+        print("  add to .gitignore: " + " ".join(ignore))
     print("  next: edit the task, gates and episodes, then `paella check` and `paella run`")
     return 0
 
@@ -121,6 +136,36 @@ def profile_notes(contract: Contract) -> list[str]:
     return lines
 
 
+def tree_warnings(contract: Contract, root: Path) -> list[str]:
+    """What a run would trip on though the contract is valid: a placeholder task, globs that
+    match nothing in the tree, byproducts git does not ignore."""
+    warnings: list[str] = []
+    if (contract.run.prompt or "").strip() == PLACEHOLDER_PROMPT:
+        warnings.append(
+            f"the task is still the template's {PLACEHOLDER_PROMPT!r}: write the real task in "
+            "`prompt` (or `prompt_file`)"
+        )
+    files = Git(root).lines_z(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+    keys: list[tuple[str, tuple[str, ...]]] = [("scope", contract.run.scope)]
+    keys += [(f"constraint {c.text[:40]!r} protect", c.protect) for c in contract.constraints]
+    keys += [(f"gate {g.name!r} paths", g.paths) for g in contract.gates]
+    for key, patterns in keys:
+        for pattern in unmatched(patterns, files):
+            warnings.append(
+                f"{key}: {pattern!r} matches no file in the tree (globs read like .gitignore: "
+                "`src` covers the folder src)"
+            )
+    byproducts = untracked_byproducts(root, byproduct_globs(contract))
+    if byproducts:
+        lines = gitignore_lines(byproducts, byproduct_globs(contract))
+        warnings.append(
+            f"{len(byproducts)} untracked byproduct{'s' if len(byproducts) != 1 else ''} of the "
+            f"gates ({byproducts[0]}{', …' if len(byproducts) > 1 else ''}): paella leaves them "
+            "out of checkpoints; add these lines to .gitignore so git does too: " + " ".join(lines)
+        )
+    return warnings
+
+
 def check(args: argparse.Namespace) -> int:
     """Validate the contract and the workspace; print what a run would do."""
     ctx = Context.open()
@@ -170,6 +215,8 @@ def check(args: argparse.Namespace) -> int:
         found = probe_version(contract.run.agent[0], ws.root)
         ok, note = version_note(agent_name, found, profile.checked_versions)
         print(f"  {note}" if ok else f"⚠ {note}")
+    for warning in tree_warnings(contract, ws.root):
+        print(f"⚠ {warning}")
     for _, message in problems:
         print(f"✗ {message}", file=sys.stderr)
     if problems:
