@@ -126,6 +126,9 @@ class PaellaApp(App[int]):
         self._engine_task: asyncio.Task[int] | None = None
         self._decision: asyncio.Future[Decision] | None = None
         self._recovery_screen: RecoveryScreen | None = None
+        self._verdict_since_exit: EvaluationFinished | None = None
+        """The newest verdict since the agent last exited: the final tree's, when the recovery
+        screen opens after it came (a cached verdict takes milliseconds)."""
         self._quitting = False
         self._asking_to_quit = False
         self._signal_code: int | None = None
@@ -273,6 +276,10 @@ class PaellaApp(App[int]):
 
     def _feed(self, event: Event) -> None:
         self.board.apply(event)
+        if isinstance(event, AgentExited):
+            self._verdict_since_exit = None
+        elif isinstance(event, EvaluationFinished) and not event.stale:
+            self._verdict_since_exit = event
         if not self.is_running:
             return
         recovery = self._recovery_screen
@@ -374,6 +381,10 @@ class PaellaApp(App[int]):
         screen = RecoveryScreen(facts, run=self.run_)
         self._recovery_screen = screen
         self.push_screen(screen, chosen)
+        verdict = self._verdict_since_exit
+        if not facts.gates_final and verdict is not None:
+            # The verdict came before the screen: take it in now, as if it came after.
+            self.call_later(screen.final_gates, verdict.results, set(self.board.ever_green))
         try:
             return await future
         finally:

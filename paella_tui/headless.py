@@ -69,7 +69,13 @@ def describe_event(event: Event) -> str | None:
         extra = " (stale: the tree changed while it ran)" if event.stale else ""
         cached = " (cached)" if r.cached else ""
         why = f": {r.message}" if r.message else ""
-        return f"{mark} gate {r.gate}: {r.status} in {r.duration_s:.1f}s{cached}{extra}{why}"
+        failing = ""
+        if r.failed_tests and not event.stale:
+            more = f", … {len(r.failed_tests) - 3} more" if len(r.failed_tests) > 3 else ""
+            failing = f"; failing: {', '.join(r.failed_tests[:3])}{more}"
+        return (
+            f"{mark} gate {r.gate}: {r.status} in {r.duration_s:.1f}s{cached}{extra}{why}{failing}"
+        )
     if isinstance(event, EvaluationFinished):
         green = sum(r.green for r in event.results)
         stale = " (stale)" if event.stale else ""

@@ -122,7 +122,9 @@ class MainScreen(Screen[None]):
                 return row
         rows = gates.gates
         red = [r for r in rows if r.status in ("fail", "timeout", "error")]
-        return (red or list(rows) or [None])[0]
+        if red:
+            return red[0]
+        return rows[0] if rows else None
 
     def on_episode_list_selected(self, message: EpisodeList.Selected) -> None:
         """An episode chosen: its goal."""

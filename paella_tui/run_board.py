@@ -70,6 +70,8 @@ class GateState:
     finished_at: float | None = None
     message: str = ""
     tail: tuple[str, ...] = ()
+    rerunning: bool = False
+    """Running again: ``status`` is still the last verdict, shown with a re-run mark."""
 
 
 @dataclass
@@ -153,7 +155,10 @@ class RunBoard:
                 self.state = "evaluating"
         elif isinstance(event, GateStarted):
             gate = self.gates.setdefault(event.gate, GateState())
-            gate.status = "running"
+            if gate.status in GREEN | RED:
+                gate.rerunning = True  # the last verdict stays on screen while it re-runs
+            else:
+                gate.status = "running"
         elif isinstance(event, GateFinished):
             self._gate_finished(event)
         elif isinstance(event, CheckpointTaken):
@@ -210,6 +215,7 @@ class RunBoard:
     def _gate_finished(self, event: GateFinished) -> None:
         result = event.result
         gate = self.gates.setdefault(result.gate, GateState())
+        gate.rerunning = False
         if event.stale:
             # Never used for a regression or a checkpoint: only shown as stale.
             gate.status = "stale"
@@ -276,6 +282,7 @@ class RunBoard:
                     ever_green=gate.name in self.ever_green,
                     regressed=gate.name in self.regressed and state.status in RED,
                     message=state.message,
+                    rerunning=state.rerunning,
                 )
             )
         return tuple(rows)

@@ -13,12 +13,14 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from paella_tui.commands.engine_commands import judging_evaluator
 from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.picker_screen import PickerScreen
 from paella_tui.supervisor.byproducts import snapshotter_for
 from paella_tui.supervisor.checkpoints import SnapshotRecord, take_checkpoint
-from paella_tui.supervisor.events import CheckpointTaken, RolledBack
+from paella_tui.supervisor.events import CheckpointTaken, Event, RolledBack
 from paella_tui.supervisor.rollback import rollback
+from paella_tui.supervisor.run_view import RunView
 from paella_tui.supervisor.snapshot import Snapshotter
 
 if TYPE_CHECKING:
@@ -53,12 +55,31 @@ class RunCommands:
         """Judge every gate on the current tree now (and resume a watcher paused by flapping)."""
         loop = self.app.run_loop
         if loop is None or not self.app.engine_live:
-            self.app.notify(
-                "no live run: `paella gates` judges the tree without an agent", severity="warning"
-            )
+            # No agent runs: judge the tree here, as `paella gates` does (no checkpoint).
+            if self.app.run_ is None:
+                self.app.notify("no run", severity="warning")
+                return
+            self._work(self._judge_offline(), "gates", "the gates")
             return
         loop.request_gates()
         self.app.notify("running every gate on the current tree", timeout=3)
+
+    async def _judge_offline(self) -> None:
+        """Every gate once on the tree as it is, recorded in the run's ledger and shown."""
+        run = self.app.run_
+        assert run is not None
+
+        def emit(event: Event) -> None:
+            if event.kind is not None:
+                run.ledger.append(event.kind, **event.record())
+            self.app.feed(event)
+
+        view = await asyncio.to_thread(RunView.load, run)
+        evaluator = judging_evaluator(run, self.app.contract, emit, view)
+        try:
+            await evaluator.evaluate("g", force=True)
+        finally:
+            await evaluator.close()
 
     # --- c ---------------------------------------------------------------------------------------
 
@@ -134,6 +155,8 @@ class RunCommands:
             self.app.notify,
             f"rolled back to {record.name}; `paella rollback {result.salvage.name}` undoes it",
         )
+        # The verdicts on screen were for the tree that is gone: judge the restored one.
+        self.app.call_from_thread(self.run_gates)
 
     # --- s and R -----------------------------------------------------------------------------------
 

@@ -103,8 +103,11 @@ class Evaluator:
         jobs: int | None = None,
         base: SnapshotRecord | None = None,
         history: Iterable[dict[str, Any]] = (),
+        checkpoints: bool = True,
     ) -> None:
-        """Set up the evaluator; ``history`` (ledger ``gate-finished`` records) seeds a resumed run."""
+        """Set up the evaluator; ``history`` (ledger ``gate-finished`` records) seeds a resumed run;
+        ``checkpoints=False`` judges without ever taking a checkpoint (``paella gates``)."""
+        self._takes_checkpoints = checkpoints
         self._run = run
         self._contract = contract
         self._snapshotter = snapshotter
@@ -319,7 +322,7 @@ class Evaluator:
             self._requeue_after_stale()
         else:
             self._stale_streak = 0
-            if complete > self.complete_on_base:
+            if complete > self.complete_on_base and self._takes_checkpoints:
                 green_names = tuple(g.name for g in gates if g.name in green)
                 await self._checkpoint(current.snap, complete, green_names)
         return finished

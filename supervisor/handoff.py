@@ -88,6 +88,9 @@ class HandoffInputs:
     """The agent's own session id, when its stream reported one (a resume continues it)."""
     where_it_broke: tuple[str, ...] = ()
     """The "Where it broke" section's lines (:mod:`paella_tui.supervisor.break_report`)."""
+    rolled_back: Mapping[str, Any] | None = None
+    """The ledger's ``rollback-done`` record when the tree was rolled back after the last
+    attempt started: that attempt's work is gone from the tree, kept in a salvage snapshot."""
 
 
 # --- budgets ---------------------------------------------------------------------------------
@@ -203,6 +206,28 @@ def _render(inputs: HandoffInputs, limits: _Limits) -> str:
         "is in the work tree. Done means every gate below passes on the work tree (paella "
         "re-runs them itself), not that you say so."
     )
+    rolled = inputs.rolled_back
+    if rolled is not None:
+        target = str(rolled.get("target") or rolled.get("target_ref") or "a checkpoint")
+        salvage = rolled.get("salvage")
+        files = [str(f) for f in rolled.get("changed_files") or []]
+        shown = ", ".join(_code(f) for f in files[:8]) + (" …" if len(files) > 8 else "")
+        read_first = (
+            f"**Read this first.** You are continuing an interrupted run{after}, and the work "
+            f"tree was **rolled back to {target}** since: the edits of that attempt are not in "
+            "the work tree. "
+            + (f"The rollback changed {len(files)} file(s): {shown}. " if files else "")
+            + (
+                f"The discarded work is kept in `salvage:{salvage}` (see it with "
+                f"`paella diff salvage:{salvage}` or `git diff {rolled.get('target_ref', '')} "
+                f"{rolled.get('salvage_ref', '')}`; `paella rollback salvage:{salvage} --yes` "
+                "brings it back). "
+                if salvage is not None
+                else ""
+            )
+            + "Start from the tree as it is. Done means every gate below passes on the work "
+            "tree (paella re-runs them itself), not that you say so."
+        )
     parts = [
         [title, "", read_first],
         _keep_green(inputs),
@@ -624,6 +649,14 @@ def _ending_from_ledger(view: RunView) -> tuple[str | None, tuple[str, ...], int
     return how, tuple(str(line) for line in end.get("tail") or ()), attempt
 
 
+def _rolled_back_since_last_attempt(view: RunView) -> Mapping[str, Any] | None:
+    """The last ``rollback-done`` record, if no attempt started after it."""
+    last: Mapping[str, Any] | None = None
+    for record in view.of_kind("rollback-done", "agent-started"):
+        last = record if record.get("kind") == "rollback-done" else None
+    return last
+
+
 def handoff_inputs_from_view(
     view: RunView,
     *,
@@ -702,6 +735,7 @@ def handoff_inputs_from_view(
         changes=tuple(changes),
         attempt=attempt if isinstance(attempt, int) else None,
         usage=view.usage(),
+        rolled_back=_rolled_back_since_last_attempt(view),
         session_id=view.session_id(),
         where_it_broke=tuple(handoff_section(break_reports(view))),
     )

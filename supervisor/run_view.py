@@ -200,6 +200,11 @@ class RunView:
         for record in self.of_kind("gate-finished", "gate-started"):
             name = record.get("gate", "")
             if record["kind"] == "gate-started":
+                prior = results.get(name)
+                if prior is not None and prior["status"] not in ("running", "stale"):
+                    # A re-run keeps the last verdict (counters never drop to 0 meanwhile).
+                    prior["running"] = True
+                    continue
                 results[name] = {
                     "name": name,
                     "status": "running",
@@ -213,6 +218,7 @@ class RunView:
                 "status": "stale" if record.get("stale") else status,
                 "tree": record.get("tree"),
                 "duration_s": record.get("duration_s"),
+                "running": False,
             }
         for name, result in results.items():
             result["ever_green"] = name in ever_green

@@ -21,6 +21,7 @@ from paella_tui.widgets.symbols import (
     GATE_STYLES,
     PASS,
     REGRESSION_STYLE,
+    RUNNING,
     WARNING,
     age,
     short_duration,
@@ -43,6 +44,8 @@ class GateRow:
     """Was green, is red now."""
     message: str = ""
     """Why, in words, for a timeout or a gate that could not run."""
+    rerunning: bool = False
+    """Running again; ``status`` is the last verdict, marked ``●``."""
 
 
 WIDE = 46
@@ -132,7 +135,7 @@ class GateTable(FittedTable):
         """A gate's cells; a regression's row is bold and reversed, with ⚠ and "was ✓"."""
         mark = WARNING if row.regressed else GATE_MARKS.get(row.status, "?")
         style = REGRESSION_STYLE if row.regressed else GATE_STYLES.get(row.status, "")
-        state = row.status
+        state = f"{row.status} {RUNNING}" if row.rerunning else row.status
         took = short_duration(row.duration_s) if row.status not in ("pending", "running") else ""
         if row.regressed:
             was = f"was {PASS} {WARNING}"

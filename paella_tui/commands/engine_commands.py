@@ -6,16 +6,25 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
+import shutil
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from paella_tui.commands.context import Context, command_found, warn
 from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor.errors import UsageError, WorkspaceError
 from paella_tui.supervisor.run_view import RunView, process_alive
 from paella_tui.supervisor.runs import Run
+
+if TYPE_CHECKING:
+    from paella_tui.supervisor.contract import Contract
+    from paella_tui.supervisor.evaluation import Evaluator
+    from paella_tui.supervisor.events import Event
 
 
 def _refuse_if_supervised(run: Run | None) -> None:
@@ -157,20 +166,49 @@ def _limit_reset(run_: Run, *, now: bool) -> float | None:
     return float(until)
 
 
+def judging_evaluator(
+    run_: Run, contract: Contract, emit: Callable[[Event], None], view: RunView | None
+) -> Evaluator:
+    """An evaluator that judges the tree for a person (``paella gates``, ``g`` with no agent):
+    it takes no checkpoint, and what counts as "was green" starts at the last rollback, so a
+    gate green only on abandoned work is no regression."""
+    from paella_tui.supervisor.byproducts import snapshotter_for
+    from paella_tui.supervisor.evaluation import Evaluator
+
+    records = view.of_kind("gate-finished", "rollback-done") if view is not None else []
+    last = max((i for i, r in enumerate(records) if r.get("kind") == "rollback-done"), default=-1)
+    base = view.last_green_checkpoint if view is not None else None
+    evaluator = Evaluator(
+        run=run_,
+        contract=contract,
+        emit=emit,
+        snapshotter=snapshotter_for(run_.workspace, contract),
+        base=base,
+        checkpoints=False,
+    )
+    if last >= 0:
+        evaluator.set_base(base, restart_history=True)
+    evaluator.seed(records[last + 1 :])
+    return evaluator
+
+
 def gates(args: argparse.Namespace) -> int:
     """Evaluate every gate once on the current tree and print the results (exit 1 if any is red)."""
     from paella_tui.headless import describe_event
-    from paella_tui.supervisor.byproducts import snapshotter_for
-    from paella_tui.supervisor.evaluation import Evaluator
-    from paella_tui.supervisor.events import Event
 
     ctx = Context.open()
     contract = ctx.contract()
-    run_ = ctx.run_for_writing("paella gates")
-    view = RunView.load(run_)
+    # A judgement, not a change: no checkpoint, and no run opened for it. With a run, its
+    # ledger records the verdict (the TUI and `status` then show the tree as it is); without
+    # one, the gates run in a throwaway folder removed afterwards.
+    current = ctx.store.current()
+    if current is not None:
+        ctx.report(current)
+    run_ = current or Run(ctx.workspace, f"gates-{os.getpid()}-{secrets.token_hex(2)}")
+    view = RunView.load(run_) if current is not None else None
 
     def emit(event: Event) -> None:
-        if event.kind is not None:
+        if event.kind is not None and current is not None:
             run_.ledger.append(event.kind, **event.record())
         if not args.json:
             line = describe_event(event)
@@ -178,18 +216,13 @@ def gates(args: argparse.Namespace) -> int:
                 print(line, flush=True)
 
     async def main() -> int:
-        evaluator = Evaluator(
-            run=run_,
-            contract=contract,
-            emit=emit,
-            snapshotter=snapshotter_for(ctx.workspace, contract),
-            base=view.last_green_checkpoint,
-            history=view.of_kind("gate-finished"),
-        )
+        evaluator = judging_evaluator(run_, contract, emit, view)
         try:
             finished = await evaluator.evaluate("paella gates", force=True)
         finally:
             await evaluator.close()
+            if current is None:
+                shutil.rmtree(run_.dir, ignore_errors=True)
         if args.json:
             print(
                 json.dumps(
