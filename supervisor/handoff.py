@@ -210,13 +210,13 @@ def _render(inputs: HandoffInputs, limits: _Limits) -> str:
     if rolled is not None:
         target = str(rolled.get("target") or rolled.get("target_ref") or "a checkpoint")
         salvage = rolled.get("salvage")
-        files = [str(f) for f in rolled.get("changed_files") or []]
-        shown = ", ".join(_code(f) for f in files[:8]) + (" …" if len(files) > 8 else "")
+        changed = rolled.get("changed_files")
+        count = changed if isinstance(changed, int) else 0
         read_first = (
             f"**Read this first.** You are continuing an interrupted run{after}, and the work "
             f"tree was **rolled back to {target}** since: the edits of that attempt are not in "
             "the work tree. "
-            + (f"The rollback changed {len(files)} file(s): {shown}. " if files else "")
+            + (f"The rollback changed {count} file(s). " if count else "")
             + (
                 f"The discarded work is kept in `salvage:{salvage}` (see it with "
                 f"`paella diff salvage:{salvage}` or `git diff {rolled.get('target_ref', '')} "

@@ -567,8 +567,11 @@ def test_gates_command_exit_status_and_json(workspace: Callable[..., Project]) -
     data = json.loads(all_green.stdout)
     assert [g["status"] for g in data["gates"]] == ["pass", "pass"]
     assert data["complete_episodes"] == 2
-    # Each run of a gate left its log, where the JSON says.
-    assert all(Path(g["log"]).is_file() for g in data["gates"])
+    # Without a run, `paella gates` opens none and keeps no log: a judgement has no side effect.
+    assert all(g["log"] is None for g in data["gates"])
+    assert not list((w.repo / ".git" / "paella" / "runs").glob("*"))
+    refs = subprocess.run(["git", "for-each-ref", "refs/paella"], cwd=w.repo, capture_output=True)
+    assert refs.stdout == b""
 
 
 @pytest.mark.parametrize(

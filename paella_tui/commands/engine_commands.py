@@ -237,7 +237,9 @@ def gates(args: argparse.Namespace) -> int:
                                 "status": r.status,
                                 "duration_s": round(r.duration_s, 3),
                                 "exit_code": r.exit_code,
-                                "log": r.log_path,
+                                # Without a run the logs went with the throwaway folder.
+                                "log": r.log_path if current is not None else None,
+                                "failed_tests": list(r.failed_tests),
                                 "message": r.message,
                             }
                             for r in finished.results
