@@ -85,7 +85,8 @@ class PaellaApp(App[int]):
         ),
         Binding("h", "handoff", "handoff", tooltip="Preview the handoff"),
         Binding("slash", "search", "find", key_display="/", tooltip="Search the agent output"),
-        Binding("f", "follow", "follow", tooltip="Follow the agent output, or stop"),
+        # In the help and the palette, not the footer: at 80 columns the footer has no room left.
+        Binding("f", "follow", "follow", show=False, tooltip="Follow the agent output, or stop"),
         Binding("q", "quit", "quit", tooltip="Quit (asks while the agent runs)"),
         Binding("question_mark", "help", "help", key_display="?", tooltip="Keys and symbols"),
     ]
@@ -380,6 +381,8 @@ class PaellaApp(App[int]):
 
         screen = RecoveryScreen(facts, run=self.run_)
         self._recovery_screen = screen
+        # The facts are on the screen; toasts would only cover its choices (at 80x24 they do).
+        self.clear_notifications()
         self.push_screen(screen, chosen)
         verdict = self._verdict_since_exit
         if not facts.gates_final and verdict is not None:
