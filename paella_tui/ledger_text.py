@@ -1,12 +1,104 @@
-"""Ledger records as one human-readable line each, for ``paella log`` and headless output."""
+"""Ledger records as one human-readable line each, for ``paella log`` and headless output.
+
+Records of events the run loop emits are read back into those events and said by the headless
+printer's own :func:`~paella_tui.headless.describe_event`, so ``paella log`` reads like
+``paella run --headless``; the rest (checkpoints, rollbacks, salvage) have their own lines here.
+Records that are samples (agent stats, a gate starting) are left out.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, cast
 
-from paella_tui.supervisor.events import AgentExited, BreakPoint, Usage
+from paella_tui.headless import describe_event
+from paella_tui.supervisor.events import (
+    AgentExited,
+    AgentSession,
+    AgentStarted,
+    BreakPoint,
+    EvaluationStarted,
+    Event,
+    GateFinished,
+    GateResult,
+    GateStatus,
+    HandoffWritten,
+    Notice,
+    RecoveryChosen,
+    RetryScheduled,
+    RunDone,
+    RunStopped,
+    Usage,
+    WatchPaused,
+)
 
 _SKIP_FIELDS = {"t", "kind"}
+_SAMPLES = {"agent-stats", "gate-started"}
+"""Kinds with no line: samples whose outcome has its own record."""
+_PLAIN_EVENTS: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (
+        AgentStarted,
+        AgentSession,
+        EvaluationStarted,
+        RetryScheduled,
+        RecoveryChosen,
+        HandoffWritten,
+        RunDone,
+        RunStopped,
+        Notice,
+        WatchPaused,
+    )
+    if cls.kind is not None
+}
+"""Events whose record is their fields: rebuilt as they were and said as the printer says them."""
+
+
+def event_line(record: dict[str, Any]) -> str | None:
+    """The headless printer's line for the event this record holds, None if it holds none."""
+    kind = record.get("kind")
+    if kind == "gate-finished":
+        status = str(record.get("status") or "error")
+        result = GateResult(
+            gate=str(record.get("gate", "")),
+            status=cast(GateStatus, status),
+            tree=str(record.get("tree") or ""),
+            duration_s=float(record.get("duration_s") or 0.0),
+            exit_code=record.get("exit_code"),
+            message=str(record.get("message") or ""),
+            cached=bool(record.get("cached")),
+            failed_tests=tuple(record.get("failed_tests") or ()),
+        )
+        return describe_event(GateFinished(result=result, stale=bool(record.get("stale"))))
+    if kind == "evaluation-finished":
+        green, red = record.get("green") or [], record.get("red") or []
+        if record.get("stale"):
+            return "  gates: no verdict, the tree changed while they ran (judged again)"
+        failing = f"; red: {', '.join(red)}" if red else ""
+        total = len(green) + len(red)
+        return (
+            f"  gates {len(green)}/{total} green, {record.get('complete_episodes', 0)} "
+            f"episode(s) complete{failing}"
+        )
+    if kind == "recovery-needed":
+        base = record.get("base")
+        lines = [
+            f"✗ recovery needed: {record.get('how', '')}; last good state: "
+            + (f"checkpoint {base}" if base is not None else "none")
+        ]
+        if record.get("regressions"):
+            lines.append(f"  regressions: {', '.join(record['regressions'])}")
+        lines += [f"  │ {line}" for line in (record.get("tail") or [])[-3:]]
+        return "\n".join(lines)
+    cls = _PLAIN_EVENTS.get(str(kind))
+    if cls is None:
+        return None
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    try:
+        event = cls(**{k: v for k, v in record.items() if k in names})
+    except (TypeError, ValueError, KeyError):
+        return None  # a record from another version: the generic line says it
+    return describe_event(event)
 
 
 def _short(value: object) -> str:
@@ -15,10 +107,17 @@ def _short(value: object) -> str:
     return str(value)
 
 
-def describe(record: dict[str, Any]) -> str:
-    """One line saying what a ledger record means."""
+def describe(record: dict[str, Any]) -> str | None:
+    """The line (or lines) saying what a ledger record means; None for a sample not worth one."""
     kind = record.get("kind", "?")
     r = record
+    if kind in _SAMPLES or (kind == "gate-finished" and r.get("cached")):
+        return None  # a cached verdict is counted by its evaluation's summary line
+    if kind == "run-tree":
+        return f"  the run starts on tree {_short(r.get('tree'))}"
+    line = event_line(record)
+    if line is not None:
+        return line
     if kind == "run-started":
         what = "manual run" if r.get("manual") else "run"
         contract = r.get("contract") or {}
@@ -100,8 +199,15 @@ def _agent_exited(r: dict[str, Any]) -> str:
     return line
 
 
-def timestamped(record: dict[str, Any]) -> str:
-    """The record's line with its UTC time in front (``HH:MM:SS``)."""
+def timestamped(record: dict[str, Any]) -> str | None:
+    """The record's line with its UTC time in front (``HH:MM:SS``), continuation lines indented
+    under it; None for a record with no line."""
+    line = describe(record)
+    if line is None:
+        return None
     t = str(record.get("t", ""))
     clock = t[11:19] if len(t) >= 19 else t
-    return f"{clock}  {describe(record)}"
+    pad = " " * (len(clock) + 2)
+    return "\n".join(
+        f"{clock}  {part}" if i == 0 else f"{pad}{part}" for i, part in enumerate(line.split("\n"))
+    )

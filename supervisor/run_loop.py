@@ -369,6 +369,15 @@ class RunLoop:
         resume = self._resume_first
         handoff_path: Path | None = None
         if resume:
+            lost = await asyncio.to_thread(self._lost_attempt)
+            if lost is not None:
+                # paella died before a decision was made about that attempt: make it now, on
+                # the tree as it is (a resume must not carry on from a regressed tree unasked).
+                verdict = await self._final_evaluation()
+                await self._history_drift()
+                outcome = await self._decide_and_act("crash", lost, verdict)
+                if outcome is not None:
+                    return outcome
             handoff_path = await self._write_handoff(
                 ending="paella resume"
                 + (
@@ -878,6 +887,28 @@ class RunLoop:
         tree = self._snapshot_tree()
         self.run_.ledger.append("run-tree", tree=tree)
         return tree
+
+    def _lost_attempt(self) -> AgentExited | None:
+        """The attempt a crash of paella left undecided (its agent was running, or its recovery
+        was being asked), as an exit to recover from; None when its end was decided."""
+        view = RunView.load(self.run_)
+        records = view.of_kind(
+            "agent-started", "agent-exited", "recovery-needed", "recovery-chosen"
+        )
+        if not records or records[-1].get("kind") not in ("agent-started", "recovery-needed"):
+            return None
+        last = records[-1]
+        attempt = int(last.get("attempt") or self.attempt)
+        tail: tuple[str, ...] = ()
+        if last.get("kind") == "recovery-needed":
+            tail = tuple(str(line) for line in last.get("tail") or ())
+            how = f"{last.get('how', 'the attempt ended')}; paella was stopped before a choice"
+        else:
+            how = f"paella itself stopped while attempt {attempt} ran (its agent was stopped)"
+        # No exit of its own was seen: the sentence stands where the exit would be described.
+        return AgentExited(
+            attempt=attempt, exit_code=None, signal=None, tail=tail, false_success=how
+        )
 
     def _stop_orphans(self) -> str | None:
         """Stop an agent a killed paella left running: an agent never runs unsupervised."""

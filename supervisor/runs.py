@@ -9,6 +9,7 @@ Layout (SPEC 4), under the workspace's state dir::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -143,10 +144,15 @@ class RunStore:
         run = self.current()
         if run is not None:
             return run
-        from paella_tui.supervisor.contract import CONTRACT_FILE, load_contract
+        from paella_tui.supervisor.contract import CONTRACT_FILE, ContractError, load_contract
 
         contract_path = self.workspace.root / CONTRACT_FILE
-        contract = load_contract(contract_path) if contract_path.exists() else None
+        contract = None
+        if contract_path.exists():
+            # A checkpoint needs no task: a contract still being written (no prompt yet) or
+            # broken opens the manual run without one (size cap and byproducts at defaults).
+            with contextlib.suppress(ContractError):
+                contract = load_contract(contract_path)
         return self.create(contract, manual=True, reason=reason)
 
     def delete(self, run: Run) -> None:

@@ -520,16 +520,24 @@ def test_resume_after_paella_was_killed_stops_the_orphan_and_finishes(
     assert _alive(orphan["pid"], orphan["create_time"]), "the agent died with paella"
     assert w.status()["agent"]["alive"] is True
 
-    resumed = w.paella("resume", "--headless", "--on-death", "stop")
+    # The attempt paella lost is decided first, by the --on-death policy (here: continue).
+    resumed = w.paella("resume", "--headless", "--on-death", "continue")
 
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr + w.trace()
     assert_plain(resumed.stdout)
     assert f"stopped agent pid {orphan['pid']} left running by an earlier paella" in resumed.stdout
+    assert "recovery needed: paella itself stopped while attempt 1 ran" in resumed.stdout
+    assert [(r["choice"], r["by"]) for r in w.ledger("recovery-chosen")] == [("continue", "policy")]
     stopped = w.ledger("orphan-stopped")
     assert len(stopped) == 1 and stopped[0]["pid"] == orphan["pid"]
     assert stopped[0]["attempt"] == 1
     kinds = [r["kind"] for r in w.ledger()]
-    assert kinds.index("resumed") < kinds.index("orphan-stopped") < kinds.index("run-done")
+    assert (
+        kinds.index("resumed")
+        < kinds.index("orphan-stopped")
+        < kinds.index("recovery-needed")
+        < kinds.index("run-done")
+    )
     assert [(r["attempt"], r["resumed"]) for r in w.ledger("agent-started")] == [
         (1, False),
         (2, True),
@@ -537,6 +545,39 @@ def test_resume_after_paella_was_killed_stops_the_orphan_and_finishes(
     seen = w.reported("attempt2.json")
     assert "`g1`" in section(seen["handoff"], "Gates that must stay green")
     assert w.status()["state"] == "done"
+    assert_no_process_left(w)
+
+
+def test_resume_after_paella_was_killed_asks_first_and_stop_starts_no_agent(
+    workspace: Callable[..., Project],
+) -> None:
+    w = workspace(
+        {
+            1: [
+                ["ignore", "SIGHUP"],
+                ["write", "a.txt", "a\n"],
+                wait_checkpoints(1),
+                ["remove", "a.txt"],  # a regression, then paella dies before anyone decided
+                ["wait_file", "{outside}/never", 120],
+                ["exit", 0],
+            ],
+        },
+        gates=2,
+    )
+    proc = w.start("run", "--headless", "--on-death", "stop")
+    try:
+        w.wait_ledger("drift")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        wait_exit(proc)
+
+    resumed = w.paella("resume", "--headless", "--on-death", "stop")
+
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr + w.trace()
+    assert "recovery needed: paella itself stopped while attempt 1 ran" in resumed.stdout
+    assert "regressions: g1" in resumed.stdout
+    assert len(w.ledger("agent-started")) == 1, "no agent ran before the decision"
+    assert w.ledger("recovery-chosen")[-1]["choice"] == "stop"
     assert_no_process_left(w)
 
 

@@ -12,6 +12,7 @@ from paella_tui.ledger_text import timestamped
 from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor.events import Usage, compact_count
 from paella_tui.supervisor.run_view import RunView
+from paella_tui.supervisor.runs import Run
 
 _GATE_MARK = {
     "pass": "✓",
@@ -118,6 +119,17 @@ def _tmux_line(status: dict[str, Any] | None) -> str:
     return " ".join(parts)
 
 
+def _wait_for_first_run(ctx: Context) -> Run:
+    """Block until a run exists (``--watch`` and ``-f`` may be laid out in panes first)."""
+    print(f"waiting for a run in {ctx.workspace.root} (start one with `paella run`)…", flush=True)
+    while True:
+        run = ctx.store.current()
+        if run is not None:
+            ctx.report(run)
+            return run
+        time.sleep(1.0)
+
+
 def status(args: argparse.Namespace) -> int:
     """Print the newest run's state; with --watch, again every 2 seconds."""
     ctx = Context.open()
@@ -125,7 +137,9 @@ def status(args: argparse.Namespace) -> int:
         run = ctx.store.current()
         print(_tmux_line(RunView.load(run).to_json() if run else None))
         return 0
-    run = ctx.current_run(required=not args.json)
+    run = ctx.current_run(required=not args.json and not args.watch)
+    if run is None and args.watch:
+        run = _wait_for_first_run(ctx)
     if run is None:
         print(json.dumps(None))
         return 0
@@ -148,13 +162,16 @@ def status(args: argparse.Namespace) -> int:
 def log(args: argparse.Namespace) -> int:
     """Print the ledger of the newest run; with -f, keep printing new records."""
     ctx = Context.open()
-    run = ctx.current_run()
-    assert run is not None
+    run = ctx.current_run(required=not args.follow)
+    if run is None:
+        run = _wait_for_first_run(ctx)
     shown = 0
     while True:
         records = run.ledger.read().records
         for record in records[shown:]:
-            print(timestamped(record), flush=True)
+            line = timestamped(record)
+            if line is not None:
+                print(line, flush=True)
         shown = len(records)
         if not args.follow:
             return 0
