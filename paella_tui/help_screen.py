@@ -39,6 +39,7 @@ RECOVERY_KEYS: tuple[tuple[str, str], ...] = (
     ("b", "roll back to just before the break (a step), then resume"),
     ("x", "view the change of the step where a regressed gate broke"),
     ("h", "write the handoff and stop (paella resume continues later)"),
+    ("a", "accept: done (offered when every gate is green on the final tree)"),
     ("Enter", "take the default choice (the highlighted one)"),
 )
 """The recovery screen's keys (SPEC 9)."""

@@ -109,6 +109,7 @@ class RecoveryScreen(Screen[Decision]):
         Binding("h", "handoff_stop", "Handoff+stop"),
         Binding("b", "before_break", "Before break", show=False),
         Binding("x", "break_diff", "Step diff", show=False),
+        Binding("a", "accept", "Accept done"),
         Binding("enter", "take_default", "Default", show=False),
     ]
 
@@ -171,6 +172,7 @@ class RecoveryScreen(Screen[Decision]):
         )
         if self.is_mounted:  # else compose reads the new facts when it mounts
             await self.recompose()
+            self.refresh_bindings()
             self._highlight_default()
             self.query_one("#recovery-choices", OptionList).focus()
 
@@ -227,7 +229,18 @@ class RecoveryScreen(Screen[Decision]):
             if before is not None
             else []
         )
+        accept = (
+            [
+                Option(
+                    prompt("a", "Accept: every gate is green on the final tree, call it done", ""),
+                    id="accept",
+                )
+            ]
+            if self.all_green
+            else []
+        )
         return [
+            *accept,
             rollback,
             *finer,
             Option(prompt("c", "Resume from the current state", "continue"), id="continue"),
@@ -250,6 +263,7 @@ class RecoveryScreen(Screen[Decision]):
             "diff": self.action_diff,
             "stop": self.action_handoff_stop,
             "before-break": self.action_before_break,
+            "accept": self.action_accept,
         }.get(event.option_id or "")
         if action is not None:
             action()
@@ -330,6 +344,23 @@ class RecoveryScreen(Screen[Decision]):
     def action_diff(self) -> None:
         """View the diff from the last green checkpoint to now, then come back."""
         self.app.push_screen(DiffScreen(self.run, self.facts.base))
+
+    @property
+    def all_green(self) -> bool:
+        """Every gate is green on the final tree (its verdict is in): accepting is possible."""
+        gates = self.facts.gates_now
+        return bool(gates) and self.facts.gates_final and all(g.green for g in gates)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``a`` only when every gate is green on the final tree."""
+        if action == "accept":
+            return self.all_green
+        return True
+
+    def action_accept(self) -> None:
+        """The run is done: every gate is green on the final tree (the engine checks again)."""
+        if self.all_green:
+            self.dismiss(Decision("accept"))
 
     def action_handoff_stop(self) -> None:
         """Stop here; the engine has written the handoff, and ``paella resume`` continues later."""

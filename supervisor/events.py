@@ -399,10 +399,11 @@ class RecoveryNeeded(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class RecoveryChosen(Event):
-    """The choice made: ``rollback`` (to ``target``), ``continue`` or ``stop``; and by whom."""
+    """The choice made: ``rollback`` (to ``target``), ``continue``, ``stop`` or ``accept``; and
+    by whom."""
 
     kind: ClassVar[str | None] = "recovery-chosen"
-    choice: Literal["rollback", "continue", "stop"]
+    choice: Literal["rollback", "continue", "stop", "accept"]
     target: str | None = None
     by: str = "user"
 

@@ -83,9 +83,10 @@ WATCH_READY_S = 10.0
 
 @dataclass(frozen=True)
 class Decision:
-    """The answer to a recovery: roll back (to ``target``, default the base), continue, or stop."""
+    """The answer to a recovery: roll back (to ``target``, default the base), continue, stop, or
+    accept (every gate is green on the tree: the run is done)."""
 
-    choice: Literal["rollback", "continue", "stop"]
+    choice: Literal["rollback", "continue", "stop", "accept"]
     target: SnapshotRecord | None = None
     by: str = "user"
 
@@ -497,6 +498,18 @@ class RunLoop:
     ) -> int | None:
         """Recovery: ask, then roll back if that was the choice. An exit status ends the run."""
         decision = await self._recover(ending, exited, finished)
+        if decision.choice == "accept":
+            # Done is the gates' call, never the person's: judged again (cached: instant).
+            verdict = await self.evaluator.evaluate("accept: done")
+            if (
+                self.contract.gates
+                and not verdict.stale
+                and all(r.green for r in verdict.results)
+            ):
+                self.state = "done"
+                self.emit(RunDone(tree=verdict.tree, gates=tuple(r.gate for r in verdict.results)))
+                return EXIT_DONE
+            return self._stopped("accept refused: not every gate is green on the tree")
         if decision.choice == "stop":
             return self._stopped(f"handoff written; stopped ({decision.by})")
         if decision.choice == "rollback":

@@ -944,3 +944,28 @@ async def test_an_agent_command_that_does_not_exist_is_a_clear_error(
     assert "agent-started" not in s.kinds()
     assert s.tree() == before and not s.ledger("checkpoint")
     await s.finish()
+
+
+@pytest.mark.parametrize(("all_green", "code"), [(True, 0), (False, 1)])
+async def test_accept_after_a_death_is_done_only_when_every_gate_is_green(
+    scenario: Callable[..., Scenario], all_green: bool, code: int
+) -> None:
+    steps: list[Step] = [["write", "a.txt", "a\n"], wait_checkpoints(1)]
+    if all_green:
+        steps.append(["write", "b.txt", "b\n"])
+    steps.append(["kill", "SIGKILL"])
+    s = scenario({1: steps}, gates=2)
+
+    async def accept(facts: RecoveryFacts) -> Decision:
+        return Decision("accept")
+
+    assert await s.run_loop(accept) == code, s.story()
+    chosen = s.ledger("recovery-chosen")
+    assert [(c["choice"], c["by"]) for c in chosen] == [("accept", "user")]
+    kinds = s.kinds()
+    if all_green:
+        assert kinds[-1] == "run-done" and len(s.of(AgentStarted)) == 1
+    else:
+        assert kinds[-1] == "run-stopped" and "run-done" not in kinds
+        assert "accept refused" in s.ledger("run-stopped")[-1]["reason"]
+    await s.finish()

@@ -7,6 +7,7 @@ rollback (so there is a salvage snapshot), and ledger records of gate results an
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,38 @@ class TestRecoveryKeys:
             await pilot.pause()
             assert app.results == [expected]
             assert not isinstance(app.screen, RecoveryScreen)
+
+    @pytest.mark.parametrize("final", [True, False])
+    async def test_accept_is_offered_only_when_every_gate_is_green_on_the_final_tree(
+        self, final: bool
+    ) -> None:
+        green = tuple(
+            GateResult(gate=name, status="pass", tree="a" * 40) for name in ("lint", "tests")
+        )
+        facts = dataclasses.replace(make_facts(regressed=False), gates_now=green, gates_final=final)
+        app = recovery_host(facts)
+        async with app.run_test(size=(80, 24)) as pilot:
+            text = screen_text(app)
+            assert ("a  Accept: every gate is green" in text) is final, text
+            await pilot.press("a")
+            await pilot.pause()
+            if not final:
+                assert app.results == [] and isinstance(app.screen, RecoveryScreen)
+                # The verdict comes: the choice appears.
+                await app.screen.final_gates(green, ever_green=set())  # type: ignore[attr-defined]
+                await pilot.pause()
+                assert "Accept: every gate is green" in screen_text(app)
+                await pilot.press("a")
+                await pilot.pause()
+        assert app.results == [Decision("accept")]
+
+    async def test_accept_is_not_offered_with_a_red_gate(self) -> None:
+        app = recovery_host(make_facts(regressed=False))
+        async with app.run_test(size=(80, 24)) as pilot:
+            assert "Accept" not in screen_text(app)
+            await pilot.press("a")
+            await pilot.pause()
+            assert app.results == []
 
     async def test_enter_takes_the_default_rollback_when_a_gate_regressed(self) -> None:
         app = recovery_host(make_facts(regressed=True))
