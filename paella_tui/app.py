@@ -593,6 +593,11 @@ class PaellaApp(App[int]):
             ("Resume", "Resume the run, or retry now (R)", self.action_resume),
             ("Diff", "The diff from the last green checkpoint to now (d)", self.action_diff),
             ("Handoff", "Preview the handoff (h)", self.action_handoff),
+            (
+                "Gate log",
+                "A gate's full output: failing tests, search, its runs (l)",
+                self.action_gate_log,
+            ),
             ("Search the output", "Search the agent's output (/)", self.action_search),
             ("Follow the output", "Follow the agent's output, or stop (f)", self.action_follow),
             ("Help", "Keys and symbols (?)", self.action_help),

@@ -47,8 +47,11 @@ RECOVERY_KEYS: tuple[tuple[str, str], ...] = (
 SYMBOLS: tuple[tuple[str, str], ...] = (
     ("✓", "green: the gate passed on exactly this tree (flaky: on a retry)"),
     ("✗", "red: failed, timed out or could not run; or the agent died"),
-    ("●", "the last green checkpoint: what r restores by default"),
-    ("◌", "not judged yet: pending, running, or stale (the tree moved)"),
+    ("●", "running now (a gate re-running keeps its last verdict: pass ●)"),
+    ("◌", "not judged yet: pending, or stale (the tree moved)"),
+    ("◆", "the last green checkpoint: what r restores by default"),
+    ("○", "a manual checkpoint (c): a snapshot, no episode completed"),
+    ("↺", "a salvage snapshot: the state before a rollback"),
     ("⚠", "drift: a regression, a protected file changed, a stall…"),
 )
 """What each symbol means; colour only repeats it."""

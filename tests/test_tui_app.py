@@ -296,7 +296,7 @@ async def test_keys_are_in_the_footer_and_the_palette(repo: Path) -> None:
             "d diff",
             "h handoff",
             "/ find",
-            "f follow",
+            "l log",
             "q quit",
             "? help",
         ):
@@ -310,7 +310,14 @@ async def test_keys_are_in_the_footer_and_the_palette(repo: Path) -> None:
             "Resume",
             "Diff",
         } <= titles
-        assert {"Handoff", "Search the output", "Follow the output", "Help", "Quit"} <= titles
+        assert {
+            "Handoff",
+            "Gate log",
+            "Search the output",
+            "Follow the output",
+            "Help",
+            "Quit",
+        } <= titles
 
         await pilot.press("s")  # stop the agent: its end goes through recovery
 

@@ -14,10 +14,12 @@ from textual.widgets import DataTable
 
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.widgets.fitted_table import FittedTable, fit
-from paella_tui.widgets.symbols import PASS, RUNNING, WARNING
+from paella_tui.widgets.symbols import PASS, WARNING
 
 BASE = "◆"
 SALVAGE = "↺"
+MANUAL = "○"
+"""A manual checkpoint: a snapshot you asked for, not an episode the gates completed."""
 
 
 def clock_time(iso: str) -> str:
@@ -88,7 +90,7 @@ class CheckpointList(FittedTable):
         elif isinstance(row.episode, int):
             mark, style, label = PASS, "", row.label
         else:
-            mark, style, label = RUNNING, "", row.label
+            mark, style, label = MANUAL, "dim", row.label
         if row.skipped_files:
             label += f" {WARNING} {len(row.skipped_files)} left out"
         name = f"ckpt {row.n}" if row.kind == "checkpoints" else row.name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Sequence
 
@@ -17,6 +18,12 @@ from paella_tui.widgets.symbols import REGRESSION_STYLE, WARNING
 # The kinds that mean the work itself went wrong stand out; the others (a stall, flapping) are
 # warnings about the run.
 _LOUD = frozenset({"regression", "protected", "claimed-done", "history"})
+
+
+def wrapped(text: str, width: int) -> Text:
+    """``text`` wrapped to ``width`` at spaces, every word kept (a long path is broken)."""
+    lines = textwrap.wrap(text, max(1, width), break_on_hyphens=False) or [""]
+    return Text("\n".join(lines), no_wrap=True)
 
 
 class DriftFeed(FittedTable):
@@ -63,7 +70,7 @@ class DriftFeed(FittedTable):
             fit(f"{WARNING} ", widths[0], style),
             fit(time.strftime("%H:%M", time.localtime(row.at)), widths[1], "dim"),
             fit(row.drift, widths[2], style),
-            fit(f" {row.message}", widths[3]),
+            wrapped(f" {row.message}", widths[3]),
         )
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

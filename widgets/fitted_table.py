@@ -69,6 +69,10 @@ class FittedTable(DataTable[Text]):
         """What a table with no rows says."""
         return ""
 
+    def row_height(self, cells: tuple[Text, ...]) -> int:
+        """How many lines a row takes (1: every cell fitted to one line)."""
+        return max((len(cell.plain.split("\n")) for cell in cells), default=1)
+
     # --- drawing ---------------------------------------------------------------------------
 
     def redraw(self) -> None:
@@ -94,7 +98,8 @@ class FittedTable(DataTable[Text]):
             self.add_row(*blank, key="empty")
             return
         for index, row in enumerate(rows):
-            self.add_row(*self.row_cells(row, widths), key=f"r{index}")
+            cells = self.row_cells(row, widths)
+            self.add_row(*cells, key=f"r{index}", height=self.row_height(cells))
         self.move_cursor(row=min(cursor, len(rows) - 1), scroll=False)
         self.scroll_y = scroll_y
 
