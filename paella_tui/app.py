@@ -41,7 +41,6 @@ from paella_tui.supervisor.contract import Contract
 from paella_tui.supervisor.events import (
     AgentExited,
     BisectFinished,
-    CheckpointTaken,
     EvaluationFinished,
     Event,
     Notice,
@@ -304,9 +303,6 @@ class PaellaApp(App[int]):
                 f"every gate is green: {', '.join(event.gates)}", title="✓ done", timeout=10
             )
             self.bell()
-        elif isinstance(event, CheckpointTaken):
-            record = event.record_
-            self.notify(f"checkpoint {record.n}: {record.label}", timeout=4)
         self._redraw()
 
     def _redraw(self) -> None:

@@ -43,6 +43,19 @@ class Alert:
     severity: Literal["warning", "error"] = "error"
 
 
+TOAST_CHARS = 90
+"""A toast says at most this much of an alert; the rest is on the screen it points at."""
+
+
+def short_message(text: str, limit: int = TOAST_CHARS) -> str:
+    """``text`` on one line, cut at a word boundary near ``limit`` with an ellipsis."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[: limit // 2] else flat[:limit]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def alert_for(event: Event) -> Alert | None:
     """The alert an engine event deserves, or None for the quiet ones."""
     if isinstance(event, AgentExited):
@@ -132,7 +145,9 @@ class Alarm:
         """Bell, toast, desktop notification and tmux message for ``alert``."""
         self.rung.append(alert)
         self._app.notify(
-            alert.message,
+            # Short: the panels and the recovery screen hold the whole text, and a long toast
+            # covers the very panels that say it (at 80x24, the agent's output).
+            short_message(alert.message),
             title=alert.title,
             severity=alert.severity,
             # The panels keep showing it; the toast only has to catch the eye.

@@ -501,11 +501,7 @@ class RunLoop:
         if decision.choice == "accept":
             # Done is the gates' call, never the person's: judged again (cached: instant).
             verdict = await self.evaluator.evaluate("accept: done")
-            if (
-                self.contract.gates
-                and not verdict.stale
-                and all(r.green for r in verdict.results)
-            ):
+            if self.contract.gates and not verdict.stale and all(r.green for r in verdict.results):
                 self.state = "done"
                 self.emit(RunDone(tree=verdict.tree, gates=tuple(r.gate for r in verdict.results)))
                 return EXIT_DONE
