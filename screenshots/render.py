@@ -1,6 +1,6 @@
 """Render the README screenshots: every screen at 120×36 from a scripted, synthetic run.
 
-    python screenshots/render.py          # writes screenshots/*.svg, main.png and recovery.png
+    python screenshots/render.py   # writes screenshots/*.svg, main.png, recovery.png, gatelog.png
 
 Like Harlequin's ``export_screenshots.py``, it opens each screen in a headless App at a fixed
 size with ``run_test`` and saves what it shows. The run is real (a repository in a fixed
@@ -477,12 +477,53 @@ def to_png(svg: Path) -> Path | None:
     return png
 
 
+EXPORT_LOG_FAILED = """\
+----- paella: gate "export" on tree 3333333333: pytest -q tests/test_export.py -----
+..F.F                                                                    [100%]
+=================================== FAILURES ===================================
+____________________ test_header_row[semicolon-separated] _____________________
+
+sep = ';'
+
+    @pytest.mark.parametrize("sep", [",", ";"], ids=["comma", "semicolon-separated"])
+    def test_header_row(sep):
+>       assert export_csv(sep=sep).splitlines()[0] == sep.join(HEADER)
+E       TypeError: export_csv() got an unexpected keyword argument 'sep'
+
+tests/test_export.py:14: TypeError
+___________________________ test_masked_addresses ____________________________
+
+    def test_masked_addresses():
+        rows = export_csv().splitlines()[1:]
+>       assert all("@" not in row for row in rows)
+E       assert False
+
+tests/test_export.py:21: AssertionError
+=========================== short test summary info ============================
+FAILED tests/test_export.py::test_header_row[semicolon-separated] - TypeError: export_csv() got an unexpected keyword argument 'sep'
+FAILED tests/test_export.py::test_masked_addresses - assert False
+2 failed, 3 passed in 0.21s
+----- paella: exit 1 after 0.4s -----
+"""
+
+
+def gate_logs(run: Any) -> None:
+    """Two runs of the export gate: an older one that could not collect, the newest red."""
+    folder = run.dir / "gates" / "export"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "1.log").write_text(
+        "ERROR tests/test_export.py - ModuleNotFoundError: No module named 'ledger.export'\n"
+    )
+    (folder / "2.log").write_text(EXPORT_LOG_FAILED)
+
+
 async def render() -> list[Path]:
-    """Every screenshot, and the PNGs of the main and recovery screens."""
+    """Every screenshot, and the PNGs of the main, recovery and gate log screens."""
     fixed_environment()
     run, facts = scripted_run()
 
     from paella_tui.diff_screen import DiffScreen
+    from paella_tui.gate_log_screen import GateLogScreen
     from paella_tui.handoff_screen import HandoffScreen
     from paella_tui.help_screen import HelpScreen
     from paella_tui.picker_screen import PickerScreen
@@ -495,8 +536,11 @@ async def render() -> list[Path]:
     written.append(await shoot(host(lambda: DiffScreen(run, None)), "diff"))
     written.append(await shoot(host(lambda: HandoffScreen(run)), "handoff"))
     written.append(await shoot(host(lambda: HelpScreen(run)), "help"))
+    gate_logs(run)
+    gate_log = await shoot(host(lambda: GateLogScreen(run.dir, "export", status="fail")), "gatelog")
+    written.append(gate_log)
     main = await main_screen(run)
-    for svg in (main, recovery):
+    for svg in (main, recovery, gate_log):
         if svg is not None and (png := to_png(svg)) is not None:
             written.append(png)
     if main is not None:
