@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -525,3 +526,49 @@ async def test_the_recovery_screen_takes_in_the_final_gates_when_they_finish(rep
         assert ledger(run, "recovery-chosen")[0]["choice"] == "rollback"
         await app.settle_engine("test ended")
     assert not any(alive(pid) for pid in agent_pids(run))
+
+
+async def test_after_a_stop_g_judges_and_a_rollback_is_judged_at_once(repo: Path) -> None:
+    """No stale verdict on screen: with no agent running, g judges the tree; a rollback made
+    while stopped re-judges the restored tree; the handoff then says what was rolled back."""
+    from paella_tui.picker_screen import PickerScreen
+    from paella_tui.recovery_screen import RecoveryScreen
+
+    write_contract(repo, {1: "write a.txt; wait-ledger checkpoint; write b.txt; forever"})
+    run = new_run(repo)
+    app = make_app(run)
+    async with running(app) as pilot:
+        await until(
+            pilot,
+            lambda: app.board.gates.get("b") is not None and app.board.gates["b"].status == "pass",
+            "both gates green",
+        )
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, RecoveryScreen), "the recovery screen")
+        await pilot.press("h")
+        await until(pilot, lambda: app.board.state == "stopped", "the stop")
+
+        (repo / "a.txt").unlink()  # a change made while stopped: g must see it
+        judged = len(ledger(run, "evaluation-finished"))
+        await pilot.press("g")
+        await until(pilot, lambda: len(ledger(run, "evaluation-finished")) > judged, "g's verdict")
+        await until(pilot, lambda: app.board.gates["a"].status == "fail", "a red on screen")
+        assert not [c for c in ledger(run, "checkpoint") if c["episode"] == "manual"]
+
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, PickerScreen), "the picker")
+        await until(pilot, lambda: "episode 1" in screen_text(app), "the checkpoints listed")
+        await pilot.press("enter")  # the newest: checkpoint 2, where both gates passed
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        await pilot.press("y")
+        await until(pilot, lambda: (repo / "a.txt").exists(), "the rollback")
+        # The restored tree (a.txt back) is judged without a key pressed: a is green again.
+        await until(pilot, lambda: app.board.gates["a"].status == "pass", "the restored verdict")
+        assert ledger(run, "evaluation-started")[-1]["reason"] == "g"
+        assert not app.engine_live
+    handoff = subprocess.run(
+        [sys.executable, "-m", "paella_tui", "handoff"], cwd=repo, capture_output=True, text=True
+    )
+    assert handoff.returncode == 0, handoff.stderr
+    assert "rolled back to" in handoff.stdout and "salvage:1" in handoff.stdout
+    assert "paella rollback salvage:1 --yes" in handoff.stdout
