@@ -388,20 +388,27 @@ def test_a_resumed_agent_that_claims_done_with_a_red_gate_is_not_done(
     assert target.read_text() == printed.stdout
     assert str(target) in written.stderr
 
-    # `paella log` tells the story, one timestamped line per record.
+    # `paella log` tells the story in the headless printer's words: a timestamped line per
+    # record worth one (details indented under it), never a key=value dump.
     log = w.paella("log")
     assert log.returncode == 0, log.stderr
     lines = log.stdout.splitlines()
-    assert all(re.match(r"^\d\d:\d\d:\d\d  \S", line) for line in lines), lines[:5]
+    assert all(
+        re.match(r"^(\d\d:\d\d:\d\d  |          )\S", line.replace("  │", "│"))
+        or re.match(r"^\d\d:\d\d:\d\d    \S", line)
+        for line in lines
+    ), lines[:5]
+    assert not [line for line in lines if re.search(r"\w+=\S", line) and "gate-" in line], lines
     text = log.stdout
     order = [
         "started on main",
+        "● agent started: attempt 1",
         "checkpoint 1 (episode 1",
-        "recovery-needed",
-        "run-stopped",
+        "✗ recovery needed",
+        "■ run stopped, not done",
         "resumed",
         "⚠ drift claimed-done",
-        "run-stopped",
+        "■ run stopped, not done",
     ]
     position = 0
     for needle in order:
