@@ -1,11 +1,12 @@
-"""The failing tests a gate's output names: pytest, unittest, cargo test, go test.
+"""The failing tests a gate's output names: pytest, unittest, cargo, go, TAP (node), jest.
 
 A red gate is read by a person (the gate log view, the recovery screen) and by the resumed agent
 (the handoff); both need the names of the tests that failed, not 200 lines of traceback. The
 runners' own summary lines are parsed: pytest's ``FAILED tests/x.py::test_y[a-b] - msg`` and
 ``ERROR ...`` (short test summary, any ``-r`` mode) and its verbose ``tests/x.py::test_y FAILED``,
-unittest's ``FAIL: test_y (mod.Case.test_y)``, cargo's ``test a::b ... FAILED`` and go's
-``--- FAIL: TestY``. Parametrized ids keep their brackets exactly (``test_p[/tmp/a-/tmp/b]``).
+unittest's ``FAIL: test_y (mod.Case.test_y)``, cargo's ``test a::b ... FAILED``, go's
+``--- FAIL: TestY``, TAP's ``not ok 3 - name`` (``node --test`` in a pipe) and the ``✖``/``✕``
+lines of node's spec reporter and jest. Parametrized ids keep their brackets exactly (``test_p[/tmp/a-/tmp/b]``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ _PATTERNS = (
     re.compile(r"^test (?P<id>\S+) \.\.\. FAILED$"),
     # go test: "--- FAIL: TestY (0.01s)", subtests indented
     re.compile(r"^\s*--- FAIL: (?P<id>\S+)"),
+    # TAP (node --test without a terminal, tap, prove): "not ok 3 - name", not a TODO or SKIP
+    re.compile(r"^\s*not ok \d+ (?:- )?(?P<id>(?:(?!\s#\s*(?:TODO|SKIP)).)+?)\s*$", re.I),
+    # node --test's spec reporter "✖ name (1.2ms)"; jest's "✕ name (3 ms)"
+    re.compile(r"^\s*[✖✕] (?P<id>.+?) \(\d+(?:\.\d+)? ?m?s\)$"),
 )
 
 

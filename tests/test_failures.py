@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,14 @@ from paella_tui.supervisor.failures import (
         ("test parser::tests::bad ... FAILED", "parser::tests::bad"),
         ("--- FAIL: TestParse (0.00s)", "TestParse"),
         ("    --- FAIL: TestParse/empty (0.00s)", "TestParse/empty"),
+        ("not ok 1 - ok[1]", "ok[1]"),
+        ("    not ok 2 - nested [/x]", "nested [/x]"),
+        ("not ok 3 - later # TODO not yet", None),
+        ("not ok 4 - flaky # SKIP", None),
+        ("ok 5 - fine", None),
+        ("✖ parses dates (1.5ms)", "parses dates"),
+        ("  ✕ renders [bold] (12 ms)", "renders [bold]"),
+        ("✖ failing tests:", None),
         ("=== 1 failed, 3 passed in 0.1s ===", None),
         ("tests/x.py::test_y PASSED", None),
         ("FAILED", None),
@@ -78,3 +87,20 @@ def test_a_real_pytest_run(tmp_path: Path) -> None:
         "test_real.py::test_err",
     }, log.read_text()
     assert failing_tests_in_log(tmp_path / "missing.log") == ()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_a_real_node_test_run(tmp_path: Path) -> None:
+    """node --test in a pipe (as a gate runs it) writes TAP: its failing names are picked out."""
+    (tmp_path / "a.test.js").write_text(
+        'const t = require("node:test"); const a = require("node:assert");\n'
+        't.test("adds [1]", () => a.equal(1 + 1, 3));\n'
+        't.test("fine", () => a.equal(1, 1));\n'
+    )
+    log = tmp_path / "1.log"
+    with log.open("w") as out:
+        subprocess.run(
+            ["node", "--test"], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, check=False
+        )
+    assert "adds [1]" in failing_tests_in_log(log), log.read_text()
+    assert "fine" not in failing_tests_in_log(log)
