@@ -127,7 +127,7 @@ def test_the_metadata_says_what_it_needs_and_where_it_runs(dists: Dists) -> None
         for r in meta.get_all("Requires-Dist") or []
         if "extra ==" not in r
     }
-    assert required == {"textual", "rich", "watchfiles", "psutil", "tomli-w"}
+    assert required == {"textual", "rich", "watchfiles", "psutil", "tomli-w", "pathspec"}
     classifiers = set(meta.get_all("Classifier") or [])
     assert "Operating System :: POSIX :: Linux" in classifiers
     assert "Environment :: Console" in classifiers
