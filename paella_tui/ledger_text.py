@@ -14,7 +14,6 @@ from typing import Any, cast
 from paella_tui.headless import describe_event
 from paella_tui.supervisor.events import (
     AgentExited,
-    AgentSession,
     AgentStarted,
     BreakPoint,
     EvaluationStarted,
@@ -39,7 +38,6 @@ _PLAIN_EVENTS: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (
         AgentStarted,
-        AgentSession,
         EvaluationStarted,
         RetryScheduled,
         RecoveryChosen,
