@@ -7,11 +7,16 @@ a crash in between leaves a harmless extra ref, never a record pointing at nothi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from paella_tui.supervisor.errors import GitError, UsageError
+from paella_tui.supervisor.files import ensure_dir
+from paella_tui.supervisor.gitcli import Git
 from paella_tui.supervisor.ledger import utc_now
 from paella_tui.supervisor.runs import Run
 from paella_tui.supervisor.snapshot import Snapshot, Snapshotter
@@ -39,6 +44,8 @@ class SnapshotRecord:
     reason: str = ""
     skipped_files: tuple[dict[str, Any], ...] = ()
     uncovered: tuple[str, ...] = field(default=())
+    index: str | None = None
+    """Salvage only: a commit of the user's index when it held staged changes (its 2nd parent)."""
 
     @property
     def name(self) -> str:
@@ -61,6 +68,8 @@ class SnapshotRecord:
             data.update(episode=self.episode, gates_green=list(self.gates_green), label=self.label)
         else:
             data.update(reason=self.reason)
+            if self.index:
+                data.update(index=self.index)
         data.update(
             skipped_files=list(self.skipped_files), uncovered=list(self.uncovered), t=self.t
         )
@@ -85,6 +94,7 @@ class SnapshotRecord:
             reason=record.get("reason", ""),
             skipped_files=tuple(record.get("skipped_files") or ()),
             uncovered=tuple(record.get("uncovered") or ()),
+            index=record.get("index"),
         )
 
 
@@ -130,6 +140,14 @@ def commit_snapshot(
     git = run.workspace.git
     head = run.workspace.head()
     parents = ["-p", head.commit] if head.commit else []
+    index_commit = None
+    if kind == "salvage":
+        index_commit = _index_commit(run, head.commit)
+        if index_commit is not None:
+            # A second parent keeps what only the index held reachable (SPEC 5: staged content
+            # survives a rollback and its undo).
+            parents += ["-p", index_commit]
+            fields = {**fields, "index": index_commit}
     meta = {
         "paella": kind,
         "run": run.run_id,
@@ -160,13 +178,45 @@ def commit_snapshot(
         t=utc_now(),
         skipped_files=tuple(s.to_json() for s in snap.skipped),
         uncovered=snap.uncovered,
-        **fields,
+        index=index_commit,
+        **{k: v for k, v in fields.items() if k != "index"},
     )
     data = record.to_json()
     data.pop("t")
     written = run.ledger.append("checkpoint" if kind == "checkpoints" else "salvage", **data)
     # The ledger's own time is the record's time: what is returned equals what is read back.
     return SnapshotRecord.from_ledger(written)
+
+
+def _index_commit(run: Run, head: str | None) -> str | None:
+    """A commit of the user's index tree when it differs from HEAD's tree, else None.
+
+    The index is read from a copy (``write-tree`` would lock the user's index to store its
+    cache). An index git cannot write as a tree (unmerged entries) is not saved.
+    """
+    workspace = run.workspace
+    real = workspace.git_dir / "index"
+    if not real.exists():
+        return None
+    copy = workspace.state_dir / f"user-index.{os.getpid()}.tmp"
+    try:
+        ensure_dir(copy.parent)
+        shutil.copyfile(real, copy)
+        proc = Git(workspace.root, index_file=copy, config=(("core.splitIndex", "false"),)).run(
+            ["write-tree"], check=False
+        )
+    finally:
+        with contextlib.suppress(OSError):
+            copy.unlink()
+    tree = proc.stdout.decode().strip()
+    if proc.returncode != 0 or not tree:
+        return None
+    if head is not None and workspace.git.rev_parse(f"{head}^{{tree}}") == tree:
+        return None
+    parents = ["-p", head] if head else []
+    return workspace.git.out(
+        ["commit-tree", tree, *parents], input=b"paella: the index (staged changes) at salvage\n"
+    )
 
 
 def take_checkpoint(

@@ -3,13 +3,21 @@
 Plumbing goes through the git command line rather than GitPython's object layer because the
 snapshot needs exact control of the environment (a private ``GIT_INDEX_FILE``, no optional locks,
 a committer identity that works on machines without ``user.name``) and of stdin.
+
+Every git process started here dies with paella (``PR_SET_PDEATHSIG`` on Linux): a ``kill -9``
+of paella never leaves a git child writing the work tree or an index behind its back. paella's
+own ref updates run with hooks disabled, so a failing ``reference-transaction`` hook of the
+repository never blocks a checkpoint.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from paella_tui.supervisor.errors import GitError
@@ -24,13 +32,61 @@ PAELLA_IDENTITY = {
 }
 
 # Variables from the caller's environment that would point git at another repository or index.
-_SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_PREFIX")
+_SCRUBBED = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_PREFIX",
+    "GIT_TEST_SPLIT_INDEX",
+)
+
+# Options on every git command paella runs: paths printed raw, and no hooks (paella's own ref
+# updates are not the user's operations; a reference-transaction hook must not veto them).
+BASE_OPTIONS = ("-c", "core.quotepath=false", "-c", f"core.hooksPath={os.devnull}")
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when paella dies (Linux), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The parent may have died between fork and prctl: then no signal will ever come.
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes a child get SIGKILL when this process dies (Linux), or None.
+
+    The death signal follows the thread that started the child, so start children from a thread
+    that waits for them (as ``subprocess.run`` does), never from one that exits first.
+    """
+    return _die_with_parent_hook()
 
 
 class Git:
     """Runs git in one work tree, optionally against a private index file."""
 
-    def __init__(self, root: Path, *, index_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        index_file: Path | None = None,
+        config: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.root = root
         self.index_file = index_file
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
@@ -42,6 +98,18 @@ class Git:
         if index_file is not None:
             env["GIT_INDEX_FILE"] = str(index_file)
         self._env = env
+        self._options = [*BASE_OPTIONS]
+        for key, value in config:
+            self._options += ["-c", f"{key}={value}"]
+
+    def command(self, args: Sequence[str]) -> list[str]:
+        """The full argv that runs ``git args`` with this runner's options."""
+        return ["git", *self._options, *args]
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment git runs with (a copy)."""
+        return dict(self._env)
 
     def run(
         self,
@@ -54,16 +122,29 @@ class Git:
         """Run ``git args`` in the work tree and return the completed process (bytes)."""
         full_env = self._env if env is None else {**self._env, **env}
         proc = subprocess.run(
-            ["git", "-c", "core.quotepath=false", *args],
+            self.command(args),
             cwd=self.root,
             env=full_env,
             input=input,
             capture_output=True,
             check=False,
+            preexec_fn=die_with_parent(),
         )
         if check and proc.returncode != 0:
             raise GitError(list(args), proc.returncode, proc.stderr.decode(errors="replace"))
         return proc
+
+    def popen(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        """Start ``git args`` with pipes on stdin and stdout (for ``cat-file --batch`` streams)."""
+        return subprocess.Popen(
+            self.command(args),
+            cwd=self.root,
+            env=self._env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=die_with_parent(),
+        )
 
     def out(self, args: Sequence[str], **kwargs: object) -> str:
         """Run git and return its stdout as text, without the trailing newline."""

@@ -1,25 +1,34 @@
 """Rollback to a checkpoint or salvage snapshot, following the five steps of SPEC 5.
 
-1. refuse while the agent runs; 2. salvage the current state (HEAD as parent) and record the
-intent before touching a file; 3. restore the work tree to the target's tree exactly, deleting
-only files the salvage holds; 4. put HEAD, the branch and the index back; 5. verify with a fresh
-snapshot. A crash at any point leaves an intent without completion in the ledger, which
+1. refuse while the agent runs; 2. salvage the current state (HEAD as parent, the user's index
+as a second parent when it holds staged changes) and record the intent before touching a file;
+3. restore the work tree to the target's tree exactly, raw bytes written by paella itself
+(``raw_restore``), deleting only files the salvage holds; 4. put HEAD, the branch and the index
+back; 5. verify by re-reading every written file and with a fresh snapshot. A restore that stops
+part-way (a full disk) says exactly which paths it changed, and the salvage puts them back. A crash at any point leaves an intent without completion in the ledger, which
 :func:`interrupted_rollback` finds at the next start together with the commands that finish or
 undo it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from paella_tui.supervisor import checkpoints
 from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.errors import GitError, WorkspaceError
+from paella_tui.supervisor.errors import WorkspaceError
+from paella_tui.supervisor.raw_restore import (
+    RestoreStopped,
+    apply_changes,
+    tree_changes,
+    verify_written,
+)
 from paella_tui.supervisor.runs import Run
 from paella_tui.supervisor.snapshot import Snapshotter
 
@@ -112,7 +121,38 @@ def rollback(
             f"the commit of {target.name} ({target.commit[:12]}) is missing from the repository",
             hint=f"its ref {target.ref} was deleted or the objects pruned. Nothing was changed.",
         )
+    _refuse_branch_of_another_worktree(run, target)
+    try:
+        return _rollback(run, target, snapshotter)
+    except OSError as err:
+        # Space or permissions ran out outside the restore itself (the ledger, the salvage).
+        raise RollbackError(
+            f"rollback to {target.name} stopped: {err.strerror or err}"
+            + (f" ({err.filename})" if err.filename else ""),
+            hint="see `paella checkpoints` for the salvage snapshot it took, if any; "
+            "free the space (or fix the permission) and run the command again.",
+        ) from err
+
+
+def _refuse_branch_of_another_worktree(run: Run, target: SnapshotRecord) -> None:
+    """A rollback never moves a branch that another worktree has checked out."""
+    if not target.branch:
+        return
+    if run.workspace.head().branch == target.branch:
+        return  # git lets a branch be checked out in one worktree only: this one
+    elsewhere = run.workspace.branch_checked_out_elsewhere(target.branch)
+    if elsewhere is not None:
+        raise RollbackError(
+            f"cannot roll back to {target.name}: its branch {target.branch} is checked out in "
+            f"the worktree {elsewhere}",
+            hint=f"moving it would change that worktree's HEAD. Switch {elsewhere} to another "
+            "branch first, then roll back again. Nothing was changed.",
+        )
+
+
+def _rollback(run: Run, target: SnapshotRecord, snapshotter: Snapshotter) -> RollbackResult:
     target_label = f"checkpoint {target.n}" if target.kind == "checkpoints" else target.name
+    root = run.workspace.root
     with snapshotter.locked("a rollback"):
         # Step 2: salvage, recorded (ref, then ledger) before anything in the work tree changes.
         salvage = checkpoints.take_salvage(run, snapshotter, reason=f"rollback to {target.name}")
@@ -125,9 +165,7 @@ def rollback(
                 salvage_ref=salvage.ref,
                 in_the_way=list(plan.in_the_way[:50]),
             )
-            shown = ", ".join(plan.in_the_way[:5]) + (
-                f" and {len(plan.in_the_way) - 5} more" if len(plan.in_the_way) > 5 else ""
-            )
+            shown = _some(plan.in_the_way)
             raise RollbackError(
                 f"cannot roll back to {target.name}: it would overwrite or delete files that no "
                 f"snapshot holds (ignored or over the size cap): {shown}",
@@ -149,29 +187,21 @@ def rollback(
             to_branch=target.branch,
         )
         _kill_point("after-intent")
+        changes = tree_changes(snapshotter.git, salvage.tree, target.tree)
         try:
-            _restore_work_tree(snapshotter, salvage.tree, target.tree)
-            changed = len(plan.changes)
-        except GitError as err:
-            run.ledger.append(
-                "rollback-failed",
-                id=op_id,
-                step="work tree",
-                error=str(err),
-                salvage_ref=salvage.ref,
-            )
-            raise RollbackError(
-                f"could not restore the work tree to {target.name}: {err.stderr.strip() or err}",
-                hint=f"git checked before writing, so the work tree is as it was; the state before "
-                f"is also saved as {salvage.name} ({salvage.ref}).",
-            ) from err
+            written = apply_changes(snapshotter.git, root, changes)
+        except RestoreStopped as stop:
+            _stopped(run, op_id, target, salvage, stop, total=len(changes))
         _kill_point("after-worktree")
         _restore_head(run, target)
         _kill_point("after-head")
         _restore_index(run, target)
         _kill_point("after-index")
+        # Step 5: every written file is read back, and a fresh snapshot must equal the target.
+        misread = verify_written(root, changes, snapshotter.blob_id)
         fresh = snapshotter.take()
         unexplained, notes = _differences(run, fresh.tree, target, salvage)
+        unexplained = list(dict.fromkeys([*misread, *unexplained]))
         if unexplained:
             run.ledger.append(
                 "rollback-failed",
@@ -198,10 +228,51 @@ def rollback(
             tree=target.tree,
             salvage=salvage.n,
             salvage_ref=salvage.ref,
-            changed_files=changed,
+            changed_files=len(written),
             notes=notes,
         )
-    return RollbackResult(target=target, salvage=salvage, changed=changed, notes=tuple(notes))
+    return RollbackResult(target=target, salvage=salvage, changed=len(written), notes=tuple(notes))
+
+
+def _some(paths: tuple[str, ...] | list[str], shown: int = 5) -> str:
+    text = ", ".join(paths[:shown])
+    return text + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
+
+
+def _stopped(
+    run: Run,
+    op_id: str,
+    target: SnapshotRecord,
+    salvage: SnapshotRecord,
+    stop: RestoreStopped,
+    *,
+    total: int,
+) -> NoReturn:
+    """Record and say exactly what a restore that stopped part-way had changed."""
+    with contextlib.suppress(OSError):  # a full disk may refuse the record too: the message stays
+        run.ledger.append(
+            "rollback-failed",
+            id=op_id,
+            step="work tree",
+            error=str(stop),
+            salvage_ref=salvage.ref,
+            changed=stop.changed[:200],
+            changed_count=len(stop.changed),
+        )
+    if stop.changed:
+        what = (
+            f"it had changed {len(stop.changed)} of {total} paths ({_some(stop.changed)}); "
+            "HEAD, the branch and the index were not touched"
+        )
+    else:
+        what = "it had changed nothing: the work tree is as it was"
+    raise RollbackError(
+        f"rollback to {target.name} stopped part-way at {stop.path}: {stop.error}; {what}",
+        hint=f"the state before it is {salvage.name} ({salvage.ref}): "
+        f"`paella rollback {salvage.name} --yes` puts it back exactly"
+        + (" (free some space first)" if "space" in stop.error.lower() else "")
+        + ".",
+    ) from stop
 
 
 @dataclass(frozen=True)
@@ -257,17 +328,6 @@ def _plan(run: Run, current_tree: str, target_tree: str) -> _Plan:
     return _Plan(changes=changes, in_the_way=tuple(dict.fromkeys(in_the_way)))
 
 
-def _restore_work_tree(snapshotter: Snapshotter, current_tree: str, target_tree: str) -> None:
-    """Switch the work tree from ``current_tree`` (just salvaged) to ``target_tree``.
-
-    A two-tree ``read-tree -m -u`` in the private index is git's own branch switch: it writes only
-    the paths that differ, deletes only paths the current tree holds (so never an ignored or
-    unsnapshotted file), keeps the executable bit and symlinks, and checks every path before it
-    writes any, so a refusal leaves the work tree untouched. Submodules are not entered.
-    """
-    snapshotter.git.run(["read-tree", "-m", "-u", current_tree, target_tree])
-
-
 def _restore_head(run: Run, target: SnapshotRecord) -> None:
     git = run.workspace.git
     message = f"paella: rollback to {target.name}"
@@ -287,9 +347,14 @@ def _restore_head(run: Run, target: SnapshotRecord) -> None:
 
 
 def _restore_index(run: Run, target: SnapshotRecord) -> None:
+    """Set the user's index to the HEAD tree (a salvage's saved index, when it has one), touching
+    no file: ``read-tree`` without ``-u`` never converts or writes the work tree, and the refresh
+    only updates stat data so that ``git status`` reads the restored files right."""
     git = run.workspace.git
     # --reset keeps the stat data of entries that match, so `git status` stays fast afterwards.
-    if target.head:
+    if target.index:
+        git.run(["read-tree", "--reset", f"{target.index}^{{tree}}"])
+    elif target.head:
         git.run(["read-tree", "--reset", target.head])
     else:
         git.run(["read-tree", "--empty"])

@@ -62,7 +62,7 @@ class Run:
     @property
     def ref_prefix(self) -> str:
         """The git ref namespace holding this run's checkpoints and salvage snapshots."""
-        return f"refs/paella/{self.run_id}"
+        return f"{self.workspace.ref_namespace}/{self.run_id}"
 
     def load_contract(self) -> Contract | None:
         """The frozen contract, or None for a manual run started without one."""

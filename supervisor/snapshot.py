@@ -7,11 +7,20 @@ size cap are left out and named. Nested repositories and submodules are recorded
 them (their commit) and never entered; a nested repository with no commit cannot be recorded and
 is named as not covered. ``exclude`` globs (the gates' byproducts and ``[watch] ignore``) are left
 out like ignored files, unless the user's own index tracks them.
+
+Bytes are raw, whatever the repository's configuration: ``update-index`` keeps git's stat cache
+(only changed files are read again), and every file it (re)hashed is then hashed again here from
+the bytes on disk, with no filter, eol conversion or ``ident``; where git's conversion changed the
+bytes, the raw blob is written (``fast-import``, fed content, never a path) and put in the private
+index instead. The private index runs with ``core.fileMode``/``core.symlinks`` on, and with sparse
+checkout, skip-worktree, assume-unchanged, split index, fsmonitor and the untracked cache off: a
+snapshot is exactly what is on disk. A corrupt private index is rebuilt on its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -23,15 +32,38 @@ from pathlib import Path
 from typing import Any
 
 from paella_tui.supervisor.errors import GitError
-from paella_tui.supervisor.files import ensure_dir, exclusive_lock
+from paella_tui.supervisor.files import ensure_dir
 from paella_tui.supervisor.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.owned_lock import OwnedLock
 from paella_tui.supervisor.workspace import Workspace
 
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
 _UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)
 _MAX_RETRIES = 50
-# Attributes under which git may change a file's bytes between the work tree and a blob.
-_CONVERTING_ATTRIBUTES = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
+LOCK_TIMEOUT_S = 60.0
+# More paths than this are looked up by listing the whole index rather than on the command line.
+_MAX_ARGV_PATHS = 1000
+# The private index sees the work tree as it is: no conversion that git could skip by
+# configuration, no bit or cache that would hide a file on disk or invent one that is not.
+PRIVATE_CONFIG = (
+    ("core.autocrlf", "false"),
+    ("core.safecrlf", "false"),
+    ("core.fileMode", "true"),
+    ("core.symlinks", "true"),
+    ("core.ignoreStat", "false"),
+    ("core.sparseCheckout", "false"),
+    ("core.sparseCheckoutCone", "false"),
+    ("index.sparse", "false"),
+    ("core.splitIndex", "false"),
+    ("core.untrackedCache", "false"),
+    ("core.fsmonitor", "false"),
+)
+# git's messages when an index file cannot be read.
+_CORRUPT_INDEX = re.compile(
+    r"index file corrupt|bad signature|bad index|index file smaller|unknown index entry|"
+    r"index uses .* extension|unable to read|cannot read|unknown index version",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -76,16 +108,21 @@ class Snapshotter:
         self.index_file = workspace.state_dir / "snapshot.index"
         self.lock_file = workspace.state_dir / "snapshot.lock"
         self.memo_file = workspace.state_dir / "snapshot.memo.json"
-        self.git = Git(workspace.root, index_file=self.index_file)
+        self.git = Git(
+            workspace.root,
+            index_file=self.index_file,
+            config=(*PRIVATE_CONFIG, *_filters_off(workspace)),
+        )
         self._exclude_files: list[Path] | None = None
-        self._autocrlf: bool | None = None
+        self._hash_name: str | None = None
 
     @contextlib.contextmanager
     def locked(self, what: str = "a snapshot") -> Iterator[None]:
-        """Hold paella's workspace lock: one snapshot or rollback at a time across processes."""
+        """Hold paella's snapshot lock: one snapshot or rollback at a time across processes."""
         ensure_dir(self.workspace.state_dir)
-        with exclusive_lock(self.lock_file, what=what):
-            # We hold the lock, so a private index lock left behind is from a killed paella.
+        with OwnedLock(self.lock_file, what=what).hold(timeout=LOCK_TIMEOUT_S):
+            # We own the lock, so its previous owner is dead, and its git children died with it
+            # (gitcli): a private index lock left behind is theirs, never a live process's.
             with contextlib.suppress(FileNotFoundError):
                 self.index_file.with_name(self.index_file.name + ".lock").unlink()
             yield
@@ -97,6 +134,30 @@ class Snapshotter:
 
     def take(self) -> Snapshot:
         """Snapshot the workspace now. The caller holds :meth:`locked`."""
+        try:
+            return self._take()
+        except GitError:
+            if not self._index_corrupt():
+                raise
+        # The private index is paella's own cache: rebuild it from scratch and try once more.
+        self.discard_index()
+        return self._take()
+
+    def discard_index(self) -> None:
+        """Forget the private index (the next snapshot rebuilds it and hashes everything again)."""
+        for path in (self.index_file, self.memo_file):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def _index_corrupt(self) -> bool:
+        if not self.index_file.exists():
+            return False
+        proc = self.git.run(["ls-files", "--stage"], check=False)
+        return proc.returncode != 0 and bool(
+            _CORRUPT_INDEX.search(proc.stderr.decode(errors="replace")) or proc.returncode == 128
+        )
+
+    def _take(self) -> Snapshot:
         # Read before this snapshot writes the index: a memo is valid only for the index it saw.
         memo = self._load_memo()
         self._seed_index()
@@ -234,16 +295,50 @@ class Snapshotter:
             return
         ensure_dir(self.index_file.parent)
         real_index = self.workspace.git_dir / "index"
-        split = self.workspace.git.run(["config", "--bool", "core.splitIndex"], check=False)
-        if real_index.exists() and split.stdout.strip() != b"true":
+        if real_index.exists() and self._plain_user_index():
             # Starting from a copy of the user's index reuses its stat cache: the first snapshot
             # hashes only what changed. A copy is a plain read: git replaces the index by rename.
             tmp = self.index_file.with_name(self.index_file.name + ".seed")
             shutil.copyfile(real_index, tmp)
             os.chmod(tmp, 0o600)
             os.replace(tmp, self.index_file)
-        elif self.git.rev_parse("HEAD^{tree}"):
+            if self.git.run(["ls-files", "--stage"], check=False).returncode == 0:
+                self._clear_hiding_bits()
+                return
+            self.index_file.unlink()
+        if self.git.rev_parse("HEAD^{tree}"):
             self.git.run(["read-tree", "HEAD"])
+
+    def _plain_user_index(self) -> bool:
+        """The user's index can be copied as a seed: no split index, no sparse checkout."""
+        values = self.workspace.git.run(
+            ["config", "--get-regexp", r"^(core\.splitindex|core\.sparsecheckout|index\.sparse)$"],
+            check=False,
+        ).stdout.decode(errors="replace")
+        return " true" not in values.lower()
+
+    def _clear_hiding_bits(self) -> None:
+        """Drop skip-worktree and assume-unchanged bits the copied index carries: with them git
+        would report a changed or missing file as unchanged."""
+        skip: list[str] = []
+        assume: list[str] = []
+        for item in self.git.run(["ls-files", "-v", "-z"]).stdout.split(b"\0"):
+            if len(item) < 3:
+                continue
+            tag, path = item[:1], item[2:].decode(errors="surrogateescape")
+            if tag in (b"S", b"s"):
+                skip.append(path)
+            if tag.islower():
+                assume.append(path)
+        if skip:
+            self.git.run(
+                ["update-index", "--no-skip-worktree", "-z", "--stdin"], input=encode_paths_z(skip)
+            )
+        if assume:
+            self.git.run(
+                ["update-index", "--no-assume-unchanged", "-z", "--stdin"],
+                input=encode_paths_z(assume),
+            )
 
     def _state_dir_pathspec(self) -> list[str]:
         # PAELLA_STATE_DIR may point inside the work tree; paella's own files are never snapshotted.
@@ -295,63 +390,71 @@ class Snapshotter:
     def _keep_raw_bytes(self, paths: list[str]) -> None:
         """Store the exact bytes of files that git's conversion changed on the way in.
 
-        ``update-index`` hashes a file the way ``git add`` would: ``text``/``eol`` attributes,
-        ``core.autocrlf`` and clean filters may rewrite it (a CRLF file under ``* text=auto`` is
-        stored with LF). A checkpoint must give back what was on disk, so for those files the
-        raw bytes are hashed (``--no-filters``) and put in the private index instead. Such entries
-        carry no stat data, so only these few files are hashed again by the next snapshot.
+        ``update-index`` hashes a file the way ``git add`` would: ``text``/``eol`` attributes and
+        ``ident`` may rewrite it (a CRLF file under ``* text=auto`` is stored with LF). A
+        checkpoint must give back what was on disk, so every file just hashed is hashed again
+        here from its raw bytes; where the two differ, the raw blob is written and put in the
+        private index instead. No path ever goes through git's path parsing (any byte in a name
+        is safe). Such entries carry no stat data, so only these files are hashed again next time.
         """
         root = self.workspace.root
-        files = [
-            p
-            for p in paths
-            if "\n" not in p and os.path.isfile(root / p) and not os.path.islink(root / p)
-        ]
+        files = [p for p in dict.fromkeys(paths) if _is_regular_file(root / p)]
         if not files:
             return
-        if self._autocrlf is None:
-            value = self.git.out(["config", "--get", "core.autocrlf"], check=False).strip().lower()
-            self._autocrlf = value in ("true", "input")
-        if not self._autocrlf:
-            data = self.git.run(
-                ["check-attr", "-z", "--stdin", *_CONVERTING_ATTRIBUTES],
-                input=encode_paths_z(files),
-            ).stdout.split(b"\0")
-            # -z output: path, attribute, value triplets.
-            converting = {
-                data[i].decode(errors="surrogateescape")
-                for i in range(0, len(data) - 2, 3)
-                if data[i + 2] not in (b"unspecified", b"unset")
-            }
-            files = [p for p in files if p in converting]
-            if not files:
-                return
-        literal = {"GIT_LITERAL_PATHSPECS": "1"}
-        stored: dict[str, tuple[str, str]] = {}
-        for entry in self.git.run(["ls-files", "-z", "-s", "--", *files], env=literal).stdout.split(
-            b"\0"
-        ):
-            if entry:
-                meta, path = entry.split(b"\t", 1)
-                mode, sha, _stage = meta.decode().split(" ")
-                stored[path.decode(errors="surrogateescape")] = (mode, sha)
-        present = [p for p in files if p in stored]
-        raw = self.git.out(
-            ["hash-object", "--no-filters", "--stdin-paths"],
-            input="".join(f"{p}\n" for p in present).encode(errors="surrogateescape"),
-        ).split("\n")
-        differ = [(p, sha) for p, sha in zip(present, raw, strict=True) if stored[p][1] != sha]
+        stored = self._stored_entries(files)
+        differ: list[tuple[str, str, str, bytes]] = []  # path, mode, raw oid, data
+        for path in files:
+            entry = stored.get(path)
+            if entry is None or entry[0] not in ("100644", "100755"):
+                continue
+            try:
+                with open(root / path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue  # vanished or unreadable since update-index: its entry stands
+            oid = self.blob_id(data)
+            if oid != entry[1]:
+                differ.append((path, entry[0], oid, data))
         if not differ:
             return
-        self.git.run(
-            ["hash-object", "-w", "--no-filters", "--stdin-paths"],
-            input="".join(f"{p}\n" for p, _ in differ).encode(errors="surrogateescape"),
-        )
+        proc = self.git.popen(["fast-import", "--quiet"])
+        assert proc.stdin is not None
+        try:
+            for _path, _mode, _oid, data in differ:
+                proc.stdin.write(b"blob\ndata %d\n" % len(data) + data + b"\n")
+        except BrokenPipeError:
+            pass
+        _out, err = proc.communicate()
+        if proc.returncode != 0:
+            raise GitError(["fast-import"], proc.returncode, err.decode(errors="replace"))
         info = b"".join(
-            f"{stored[p][0]} {sha}\t".encode() + p.encode(errors="surrogateescape") + b"\0"
-            for p, sha in differ
+            f"{mode} {oid}\t".encode() + path.encode(errors="surrogateescape") + b"\0"
+            for path, mode, oid, _data in differ
         )
         self.git.run(["update-index", "-z", "--index-info"], input=info)
+
+    def _stored_entries(self, files: list[str]) -> dict[str, tuple[str, str]]:
+        """path -> (mode, object id) in the private index, for these files."""
+        args = ["ls-files", "-z", "-s"]
+        if len(files) <= _MAX_ARGV_PATHS:
+            args += ["--", *files]
+        data = self.git.run(args, env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
+        stored: dict[str, tuple[str, str]] = {}
+        for entry in data.split(b"\0"):
+            if entry:
+                meta, path = entry.split(b"\t", 1)
+                mode, oid, _stage = meta.decode().split(" ")
+                stored[path.decode(errors="surrogateescape")] = (mode, oid)
+        return stored
+
+    def blob_id(self, data: bytes) -> str:
+        """The id git gives a blob of exactly these bytes (sha1, or sha256 repositories)."""
+        if self._hash_name is None:
+            fmt = self.git.out(["rev-parse", "--show-object-format"], check=False).strip()
+            self._hash_name = "sha256" if fmt == "sha256" else "sha1"
+        digest = hashlib.new(self._hash_name, b"blob %d\0" % len(data))
+        digest.update(data)
+        return digest.hexdigest()
 
     def _drop_newly_ignored(self) -> None:
         # A path snapshotted while untracked stays in the private index even after it becomes
@@ -374,3 +477,30 @@ class Snapshotter:
             if entry.startswith(b"160000 "):
                 links.append(entry.split(b"\t", 1)[1].decode(errors="surrogateescape"))
         return links
+
+
+def _is_regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _filters_off(workspace: Workspace) -> list[tuple[str, str]]:
+    """Config that turns every configured clean/smudge filter driver into a no-op: a snapshot
+    never runs the user's filters (they may be slow, fail, or need the network)."""
+    proc = workspace.git.run(["config", "-z", "--get-regexp", r"^filter\."], check=False)
+    names = set()
+    for item in proc.stdout.split(b"\0"):
+        key = item.split(b"\n", 1)[0].decode(errors="replace")
+        if key.startswith("filter.") and key.count(".") >= 2:
+            names.add(key[len("filter.") : key.rindex(".")])
+    off: list[tuple[str, str]] = []
+    for name in sorted(names):
+        off += [
+            (f"filter.{name}.clean", ""),
+            (f"filter.{name}.smudge", ""),
+            (f"filter.{name}.process", ""),
+            (f"filter.{name}.required", "false"),
+        ]
+    return off

@@ -98,10 +98,51 @@ class Workspace:
         return Git(self.root)
 
     @property
+    def linked_worktree(self) -> bool:
+        """This work tree was added with ``git worktree add`` (its git dir is not the common dir)."""
+        return self.git_dir.resolve() != self.common_dir.resolve()
+
+    @property
+    def worktree_id(self) -> str | None:
+        """The linked worktree's name under ``<common dir>/worktrees/``; None for the main one."""
+        return self.git_dir.name if self.linked_worktree else None
+
+    @property
     def state_dir(self) -> Path:
-        """Where paella keeps runs and its private index: ``<common dir>/paella`` unless overridden."""
+        """Where paella keeps runs, its lock and private index: ``<git dir>/paella``.
+
+        The git dir is this work tree's own (``.git`` of the main work tree, ``.git/worktrees/<id>``
+        of a linked one), so each worktree is its own workspace. ``PAELLA_STATE_DIR`` overrides it.
+        """
         override = os.environ.get(STATE_DIR_ENV)
-        return Path(override).resolve() if override else self.common_dir / "paella"
+        return Path(override).resolve() if override else self.git_dir / "paella"
+
+    @property
+    def ref_namespace(self) -> str:
+        """Where this work tree's snapshot refs live: ``refs/paella`` for the main work tree,
+        ``refs/paella/wt/<id>`` for a linked worktree (refs are shared by all worktrees)."""
+        wt = self.worktree_id
+        return "refs/paella" if wt is None else f"refs/paella/wt/{wt}"
+
+    def branch_checked_out_elsewhere(self, branch: str) -> Path | None:
+        """The other work tree that has ``branch`` checked out, or None."""
+        proc = self.git.run(["worktree", "list", "--porcelain", "-z"], check=False)
+        data = proc.stdout
+        if proc.returncode != 0:  # git before 2.36 has no -z: paths end at the newline
+            data = self.git.run(["worktree", "list", "--porcelain"], check=False).stdout
+            data = data.replace(b"\n", b"\0")
+        here = self.root.resolve()
+        path: Path | None = None
+        for field in data.split(b"\0"):
+            if field.startswith(b"worktree "):
+                path = Path(field[9:].decode(errors="surrogateescape"))
+            elif (
+                field == f"branch refs/heads/{branch}".encode(errors="surrogateescape")
+                and path is not None
+                and path.resolve() != here
+            ):
+                return path
+        return None
 
     @property
     def index_lock(self) -> Path:
