@@ -41,6 +41,8 @@ DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
 _UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)
 _MAX_RETRIES = 50
 LOCK_TIMEOUT_S = 60.0
+# Attributes under which git may change a file's bytes between the work tree and a blob.
+_CONVERTING_ATTRIBUTES = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
 # More paths than this are looked up by listing the whole index rather than on the command line.
 _MAX_ARGV_PATHS = 1000
 # The private index sees the work tree as it is: no conversion that git could skip by
@@ -304,6 +306,7 @@ class Snapshotter:
             os.replace(tmp, self.index_file)
             if self.git.run(["ls-files", "--stage"], check=False).returncode == 0:
                 self._clear_hiding_bits()
+                self._keep_raw_bytes(self._maybe_converted())
                 return
             self.index_file.unlink()
         if self.git.rev_parse("HEAD^{tree}"):
@@ -316,6 +319,25 @@ class Snapshotter:
             check=False,
         ).stdout.decode(errors="replace")
         return " true" not in values.lower()
+
+    def _maybe_converted(self) -> list[str]:
+        """Paths of the seeded index whose stat-clean entry may hold git's converted bytes rather
+        than the raw ones (``core.autocrlf``, or a text/eol/ident/filter attribute)."""
+        paths = self.git.lines_z(["ls-files", "-z"])
+        autocrlf = self.workspace.git.out(["config", "--get", "core.autocrlf"], check=False)
+        if autocrlf.strip().lower() in ("true", "input"):
+            return paths
+        data = self.git.run(
+            ["check-attr", "-z", "--stdin", *_CONVERTING_ATTRIBUTES], input=encode_paths_z(paths)
+        ).stdout.split(b"\0")
+        # -z output: path, attribute, value triplets.
+        return list(
+            dict.fromkeys(
+                data[i].decode(errors="surrogateescape")
+                for i in range(0, len(data) - 2, 3)
+                if data[i + 2] not in (b"unspecified", b"unset")
+            )
+        )
 
     def _clear_hiding_bits(self) -> None:
         """Drop skip-worktree and assume-unchanged bits the copied index carries: with them git
