@@ -198,7 +198,9 @@ def _rollback(run: Run, target: SnapshotRecord, snapshotter: Snapshotter) -> Rol
         _restore_index(run, target)
         _kill_point("after-index")
         # Step 5: every written file is read back, and a fresh snapshot must equal the target.
-        misread = verify_written(root, changes, snapshotter.blob_id)
+        misread = verify_written(
+            root, changes, lambda data: snapshotter.blob_id(data, like=target.tree)
+        )
         fresh = snapshotter.take()
         unexplained, notes = _differences(run, fresh.tree, target, salvage)
         unexplained = list(dict.fromkeys([*misread, *unexplained]))

@@ -434,7 +434,7 @@ class Snapshotter:
                     data = handle.read()
             except OSError:
                 continue  # vanished or unreadable since update-index: its entry stands
-            oid = self.blob_id(data)
+            oid = self.blob_id(data, like=entry[1])
             if oid != entry[1]:
                 differ.append((path, entry[0], oid, data))
         if not differ:
@@ -469,8 +469,11 @@ class Snapshotter:
                 stored[path.decode(errors="surrogateescape")] = (mode, oid)
         return stored
 
-    def blob_id(self, data: bytes) -> str:
-        """The id git gives a blob of exactly these bytes (sha1, or sha256 repositories)."""
+    def blob_id(self, data: bytes, *, like: str | None = None) -> str:
+        """The id git gives a blob of exactly these bytes (sha1, or sha256 repositories);
+        ``like``, an object id of this repository, spares asking git which."""
+        if self._hash_name is None and like is not None:
+            self._hash_name = "sha256" if len(like) == 64 else "sha1"
         if self._hash_name is None:
             fmt = self.git.out(["rev-parse", "--show-object-format"], check=False).strip()
             self._hash_name = "sha256" if fmt == "sha256" else "sha1"

@@ -180,11 +180,17 @@ def test_checkpoint_rollback_and_undo_are_byte_exact(
     )
     # The staged-only content came back with the index.
     assert git(root, "ls-files", "-s", "-z") == index_damaged
-    assert git(root, "show", ":staged.txt").encode() == git(
-        root, "cat-file", "-p", index_damaged.split("\0")[
-            [e.endswith("\tstaged.txt") for e in index_damaged.split("\0")].index(True)
-        ].split()[1]
-    ).encode()
+    assert (
+        git(root, "show", ":staged.txt").encode()
+        == git(
+            root,
+            "cat-file",
+            "-p",
+            index_damaged.split("\0")[
+                [e.endswith("\tstaged.txt") for e in index_damaged.split("\0")].index(True)
+            ].split()[1],
+        ).encode()
+    )
 
     if kind == "sparse":
         assert not (repo / "out" / "kept.txt").exists(), "a file outside the cone was invented"

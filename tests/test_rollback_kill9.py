@@ -1,0 +1,209 @@
+"""``kill -9`` of paella at random moments of a rollback (issue 10, SPEC 5 and 13): no git child
+outlives it, and the undo paella prints at the next start works when run at once, byte for byte.
+Plus the honest-failure cases: a full disk mid-rollback (on a small tmpfs), a corrupt private
+index, a failing ``reference-transaction`` hook."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+UNDO = re.compile(r"to undo it:\s+paella rollback (salvage:\d+) --yes")
+SALVAGE = re.compile(r"`paella rollback (salvage:\d+) --yes`")
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def populate(repo: Path, git, *, files: int, size: int, seed: int) -> None:
+    rng = random.Random(seed)
+    for i in range(files):
+        path = repo / f"d{i % 7}" / f"f{i}.bin"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(rng.randbytes(size))
+    (repo / "run.sh").write_bytes(b"#!/bin/sh\r\n")
+    (repo / "run.sh").chmod(0o755)
+
+
+def git_children_in(repo: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["name", "cwd"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.info["name"] == "git" and proc.info["cwd"] == str(repo):
+                found.append(proc)
+    return found
+
+
+def test_kill_9_at_random_moments_of_a_rollback_then_the_printed_undo_works(
+    repo: Path, git, paella, tree_state
+) -> None:
+    populate(repo, git, files=600, size=3000, seed=1)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "files")
+    ok(paella(repo, "checkpoint"))
+    # The damage: every file rewritten, some removed, some added, one committed.
+    populate(repo, git, files=500, size=2000, seed=2)
+    (repo / "new.txt").write_text("the agent's file\n")
+    git(repo, "add", "new.txt")
+    git(repo, "commit", "-q", "-m", "agent")
+    damaged, damaged_head = tree_state(repo), git.head(repo)
+
+    rng = random.Random(10)
+    outcomes = set()
+    for _ in range(6):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "paella_tui", "rollback", "1", "--yes"],
+            cwd=repo,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.3, 1.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        # The git children died with it: nothing keeps writing the work tree or an index.
+        deadline = time.monotonic() + 2
+        while git_children_in(repo) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not git_children_in(repo), "a git child outlived the killed paella"
+
+        status = ok(paella(repo, "status"))
+        undo = UNDO.search(status.stderr)
+        if undo:
+            outcomes.add("interrupted")
+            ok(paella(repo, "rollback", undo.group(1), "--yes"))
+        elif tree_state(repo) != damaged:
+            outcomes.add("finished")  # killed after the rollback was done: undo it the usual way
+            listed = ok(paella(repo, "checkpoints")).stdout
+            newest = re.findall(r"salvage:(\d+)", listed)[-1]
+            ok(paella(repo, "rollback", f"salvage:{newest}", "--yes"))
+        else:
+            outcomes.add("not started")
+        now = tree_state(repo)
+        assert now == damaged, "\n".join(now.differences(damaged))
+        assert git.head(repo) == damaged_head
+        assert git.branch(repo) == "main"
+    assert outcomes, outcomes
+
+
+@contextlib.contextmanager
+def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or 'not root'})")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """Fill the file system holding ``disk`` until only ``leave`` bytes are free."""
+    filler = disk / "filler"
+    with contextlib.suppress(OSError), open(filler, "wb") as handle:
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+    with contextlib.suppress(OSError):
+        size = filler.stat().st_size
+        os.truncate(filler, max(0, size - leave))
+    return filler
+
+
+@pytest.mark.parametrize("leave_kb", [0, 64, 400])
+def test_disk_full_mid_rollback_says_what_changed_and_the_salvage_restores_it(
+    tmp_path: Path, git, paella, tree_state, leave_kb: int
+) -> None:
+    with small_tmpfs(tmp_path / "disk", "12m") as disk:
+        repo = disk / "repo"
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        populate(repo, git, files=40, size=50_000, seed=3)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "big files")
+        ok(paella(repo, "checkpoint"))
+        for path in sorted(repo.glob("d*/*.bin")):
+            path.write_bytes(b"small now\n")
+        (repo / "untracked.txt").write_text("the agent's note\n")
+        damaged = tree_state(repo)
+        filler = fill(disk, leave_kb * 1024)
+
+        result = paella(repo, "rollback", "1", "--yes")
+
+        assert "Traceback" not in result.stderr, result.stderr
+        assert result.returncode == 3, result.stderr
+        assert result.stderr.startswith("paella: ")
+        if leave_kb == 400:
+            # Room for the salvage, not for the restore: it stops part-way and says so.
+            assert "part-way" in result.stderr
+        filler.unlink()
+        salvage = SALVAGE.search(result.stderr) or UNDO.search(ok(paella(repo, "status")).stderr)
+        if "part-way" in result.stderr:
+            # It said exactly what it changed, and how many paths.
+            assert re.search(r"changed (\d+) of (\d+) paths|changed nothing", result.stderr)
+            assert salvage, result.stderr
+        if salvage:
+            ok(paella(repo, "rollback", salvage.group(1), "--yes"))
+        now = tree_state(repo)
+        assert now == damaged, "\n".join(now.differences(damaged))
+
+
+def test_a_corrupt_private_index_is_rebuilt_on_its_own(repo: Path, git, paella) -> None:
+    (repo / "a.txt").write_bytes(b"a\r\n")
+    ok(paella(repo, "checkpoint"))
+    index = repo / ".git" / "paella" / "snapshot.index"
+    assert index.exists()
+    index.write_bytes(b"DIRC" + os.urandom(200))
+    (repo / "b.txt").write_bytes(b"b\n")
+
+    result = ok(paella(repo, "checkpoint"))
+
+    assert "failed" not in result.stderr.lower()
+    tree = git(
+        repo,
+        "rev-parse",
+        "refs/paella/"
+        + next(p.name for p in (repo / ".git" / "paella" / "runs").iterdir())
+        + "/checkpoints/2^{tree}",
+    )
+    listing = git(repo, "ls-tree", "-r", "--name-only", tree).splitlines()
+    assert listing == ["README.md", "a.txt", "b.txt"]
+    blob = subprocess.run(
+        ["git", "cat-file", "blob", f"{tree}:a.txt"], cwd=repo, capture_output=True, check=True
+    ).stdout
+    assert blob == b"a\r\n"
+
+
+def test_a_failing_reference_transaction_hook_does_not_block_checkpoints(
+    repo: Path, git, paella
+) -> None:
+    hook = repo / ".git" / "hooks" / "reference-transaction"
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.chmod(0o755)
+    assert git.run(repo, "update-ref", "refs/heads/probe", "HEAD").returncode != 0  # it does fail
+
+    ok(paella(repo, "checkpoint"))
+    ok(paella(repo, "checkpoint"))
+    (repo / "README.md").write_text("changed\n")
+    ok(paella(repo, "rollback", "1", "--yes"))
+    assert (repo / "README.md").read_text() == "hello\n"
