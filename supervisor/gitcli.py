@@ -151,9 +151,15 @@ class Git:
         proc = self.run(args, **kwargs)  # type: ignore[arg-type]
         return proc.stdout.decode(errors="surrogateescape").rstrip("\n")
 
-    def lines_z(self, args: Sequence[str], *, input: bytes | None = None) -> list[str]:
+    def lines_z(
+        self,
+        args: Sequence[str],
+        *,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> list[str]:
         """Run git with NUL-separated output and return the items (paths keep any byte)."""
-        data = self.run(args, input=input).stdout
+        data = self.run(args, input=input, env=env).stdout
         return [p.decode(errors="surrogateescape") for p in data.split(b"\0") if p]
 
     def rev_parse(self, rev: str) -> str | None:

@@ -157,7 +157,10 @@ def _rollback(run: Run, target: SnapshotRecord, snapshotter: Snapshotter) -> Rol
         # Step 2: salvage, recorded (ref, then ledger) before anything in the work tree changes.
         salvage = checkpoints.take_salvage(run, snapshotter, reason=f"rollback to {target.name}")
         _kill_point("after-salvage")
-        plan = _plan(run, salvage.tree, target.tree)
+        # A file a snapshot left out (size cap, churn) is in neither tree as it is on disk: a
+        # rollback never touches it, and says so.
+        left_out = {s["path"] for s in (*salvage.skipped_files, *target.skipped_files)}
+        plan = _plan(run, salvage.tree, target.tree, left_out)
         if plan.in_the_way:
             run.ledger.append(
                 "rollback-refused",
@@ -187,7 +190,11 @@ def _rollback(run: Run, target: SnapshotRecord, snapshotter: Snapshotter) -> Rol
             to_branch=target.branch,
         )
         _kill_point("after-intent")
-        changes = tree_changes(snapshotter.git, salvage.tree, target.tree)
+        changes = [
+            c
+            for c in tree_changes(snapshotter.git, salvage.tree, target.tree)
+            if c.path not in left_out
+        ]
         try:
             written = apply_changes(snapshotter.git, root, changes)
         except RestoreStopped as stop:
@@ -285,7 +292,7 @@ class _Plan:
     """Paths on disk that the restore would overwrite or delete but no snapshot holds."""
 
 
-def _plan(run: Run, current_tree: str, target_tree: str) -> _Plan:
+def _plan(run: Run, current_tree: str, target_tree: str, left_out: set[str]) -> _Plan:
     """What the restore will do, and what on disk it would destroy without a copy.
 
     git's branch switch treats ignored files as disposable: a folder holding an ignored file is
@@ -295,7 +302,11 @@ def _plan(run: Run, current_tree: str, target_tree: str) -> _Plan:
     raw = run.workspace.git.lines_z(
         ["diff-tree", "-r", "-z", "--no-renames", "--name-status", current_tree, target_tree]
     )
-    changes = tuple(zip(raw[0::2], raw[1::2], strict=True))
+    changes = tuple(
+        (status, path)
+        for status, path in zip(raw[0::2], raw[1::2], strict=True)
+        if path not in left_out
+    )
     leaving = {path for status, path in changes if status == "D"}
     root = run.workspace.root
     in_the_way: list[str] = []
@@ -384,7 +395,7 @@ def _differences(
     for meta, path in zip(raw[0::2], raw[1::2], strict=True):
         modes = meta.lstrip(":").split(" ")[:2]
         if path in skipped:
-            notes.append(f"{path}: left out of snapshots (over the size cap), not touched")
+            notes.append(f"{path}: left out of snapshots (size cap or churn), not touched")
         elif "160000" in modes:
             notes.append(
                 f"{path}: nested repository or submodule at another commit than at {target.name}; "

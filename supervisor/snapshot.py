@@ -41,6 +41,9 @@ DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
 _UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)
 _MAX_RETRIES = 50
 LOCK_TIMEOUT_S = 60.0
+# Untracked files this large that changed at more snapshots in a row than this are left out.
+CHURN_MIN_SIZE = 4 * 1024 * 1024
+CHURN_STREAK = 3
 # Attributes under which git may change a file's bytes between the work tree and a blob.
 _CONVERTING_ATTRIBUTES = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
 # More paths than this are looked up by listing the whole index rather than on the command line.
@@ -93,6 +96,13 @@ class Snapshot:
     """Nested repositories and submodules recorded by their commit only: their inside is not covered."""
 
 
+@dataclass(frozen=True)
+class _Churn:
+    state: dict[str, list[int]]
+    """path -> [size, mtime_ns, streak of snapshots that found it changed]."""
+    skipped: tuple[SkippedFile, ...]
+
+
 class Snapshotter:
     """Takes snapshots of one workspace through paella's private, persistent index."""
 
@@ -102,11 +112,13 @@ class Snapshotter:
         *,
         max_file_size: int = DEFAULT_MAX_FILE_SIZE,
         exclude: Sequence[str] = (),
+        churn_min_size: int = CHURN_MIN_SIZE,
     ) -> None:
         self.workspace = workspace
         self.max_file_size = max_file_size
         self.exclude = tuple(exclude)
         """Globs (``.gitignore`` syntax) left out as if ignored: the gates' own byproducts."""
+        self.churn_min_size = churn_min_size
         self.index_file = workspace.state_dir / "snapshot.index"
         self.lock_file = workspace.state_dir / "snapshot.lock"
         self.memo_file = workspace.state_dir / "snapshot.memo.json"
@@ -198,6 +210,7 @@ class Snapshotter:
                 skipped.append(too_big)
             else:
                 to_update.append(path)
+        churn = self._churning(memo, [*changed, *untracked])
         for path in untracked:
             if path.endswith("/"):
                 # git lists an untracked nested repository as one folder entry and does not enter it.
@@ -214,6 +227,17 @@ class Snapshotter:
                 skipped.append(too_big)
             else:
                 to_update.append(path)
+        for item in churn.skipped:
+            if item.path in to_update:
+                to_update.remove(item.path)
+                skipped.append(item)
+        if skipped:
+            # Left out means out of the tree: an older version kept in the private index would
+            # be given back by a rollback as if it were the file's content.
+            self.git.run(
+                ["update-index", "--force-remove", "-z", "--stdin"],
+                input=encode_paths_z([s.path for s in skipped]),
+            )
         self._update_index(to_update, skipped)
         self._keep_raw_bytes(to_update)
         # Two whole-index scans are needed only when what they find can have changed: the memo
@@ -236,11 +260,65 @@ class Snapshotter:
         else:
             links = list(known_links)
         tree = self.git.out(["write-tree"])
-        self._save_memo(ignore_sig, links)
+        self._save_memo(ignore_sig, links, churn.state)
         return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(links))
 
     def _exclude_args(self) -> list[str]:
         return [f"--exclude={pattern}" for pattern in self.exclude]
+
+    def _churning(self, memo: dict[str, Any] | None, candidates: list[str]) -> _Churn:
+        """Large untracked files rewritten at every snapshot, to be left out (bounded growth).
+
+        Every snapshot of a changed file stores a new blob: a 20 MB artifact rewritten each
+        second would grow ``.git`` by megabytes a second. An untracked file of at least
+        ``churn_min_size`` bytes that changed at each of the last ``CHURN_STREAK`` snapshots is
+        left out (and named) until a snapshot finds it unchanged. Tracked files are always kept.
+        """
+        before: dict[str, list[int]] = (memo or {}).get("churn") or {}
+        seen: dict[str, list[int]] = {}
+        big: list[tuple[str, int, int]] = []
+        root = self.workspace.root
+        for path in dict.fromkeys([*before, *candidates]):
+            try:
+                st = os.lstat(root / path)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_size >= self.churn_min_size:
+                big.append((path, st.st_size, st.st_mtime_ns))
+        if not big:
+            return _Churn({}, ())
+        tracked = (
+            set(
+                self.workspace.git.lines_z(["ls-files", "-z", "--", *[p for p, _, _ in big]])
+                if len(big) <= _MAX_ARGV_PATHS
+                else self.workspace.git.lines_z(["ls-files", "-z"])
+            )
+            if big
+            else set()
+        )
+        skipped: list[SkippedFile] = []
+        for path, size, mtime in big:
+            if path in tracked:
+                continue
+            old = before.get(path)
+            if old is None:
+                streak = 1
+            elif [old[0], old[1]] == [size, mtime]:
+                streak = 0
+            else:
+                streak = old[2] + 1
+            seen[path] = [size, mtime, streak]
+            if streak > CHURN_STREAK:
+                skipped.append(
+                    SkippedFile(
+                        path,
+                        f"large untracked file rewritten at each of the last {CHURN_STREAK} "
+                        "snapshots: left out to bound .git growth (kept again once it stops "
+                        "changing)",
+                        size,
+                    )
+                )
+        return _Churn(seen, tuple(skipped))
 
     def _index_signature(self) -> list[int] | None:
         try:
@@ -258,11 +336,18 @@ class Snapshotter:
             return None
         return memo
 
-    def _save_memo(self, ignore_sig: list[object], links: list[str]) -> None:
+    def _save_memo(
+        self, ignore_sig: list[object], links: list[str], churn: dict[str, list[int]]
+    ) -> None:
         # git writes the index with the umask's mode; paella's state is private (0600).
         with contextlib.suppress(OSError):
             os.chmod(self.index_file, 0o600)
-        memo = {"index": self._index_signature(), "ignore": ignore_sig, "gitlinks": links}
+        memo = {
+            "index": self._index_signature(),
+            "ignore": ignore_sig,
+            "gitlinks": links,
+            "churn": churn,
+        }
         tmp = self.memo_file.with_name(self.memo_file.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
