@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from paella_tui.supervisor.errors import GitError, UsageError
+from paella_tui.supervisor.errors import GitError, UsageError, WorkspaceError
 from paella_tui.supervisor.files import ensure_dir
 from paella_tui.supervisor.gitcli import Git
 from paella_tui.supervisor.ledger import utc_now
@@ -229,17 +229,32 @@ def take_checkpoint(
     snap: Snapshot | None = None,
 ) -> SnapshotRecord:
     """Snapshot now (or commit the given snapshot) as the run's next checkpoint."""
-    with snapshotter.locked("a checkpoint"):
-        snap = snap or snapshotter.take()
-        title = label or (f"episode {episode}" if isinstance(episode, int) else "manual checkpoint")
-        return commit_snapshot(
-            run,
-            snapshotter,
-            snap,
-            kind="checkpoints",
-            message=f"checkpoint: {title}",
-            fields={"episode": episode, "gates_green": tuple(gates_green), "label": label or title},
-        )
+    try:
+        with snapshotter.locked("a checkpoint"):
+            snap = snap or snapshotter.take()
+            title = label or (
+                f"episode {episode}" if isinstance(episode, int) else "manual checkpoint"
+            )
+            return commit_snapshot(
+                run,
+                snapshotter,
+                snap,
+                kind="checkpoints",
+                message=f"checkpoint: {title}",
+                fields={
+                    "episode": episode,
+                    "gates_green": tuple(gates_green),
+                    "label": label or title,
+                },
+            )
+    except OSError as err:
+        # A full disk or a permission: a checkpoint only adds objects, refs and a ledger line.
+        raise WorkspaceError(
+            f"could not take a checkpoint: {err.strerror or err}"
+            + (f" ({err.filename})" if err.filename else ""),
+            hint="the work tree, HEAD and index were not changed; free the space (or fix the "
+            "permission) and try again.",
+        ) from err
 
 
 def take_salvage(run: Run, snapshotter: Snapshotter, *, reason: str) -> SnapshotRecord:

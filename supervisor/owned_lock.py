@@ -102,8 +102,10 @@ class OwnedLock:
         # Ours now: name the owner in the file (in place, so the locked inode stays the same).
         me = Owner.me()
         record = json.dumps({"pid": me.pid, "start_time": me.start_time}).encode() + b"\n"
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, record, 0)
+        # A full disk may refuse the record: the lock is held all the same (the record only names).
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record, 0)
         self._fd = fd
         return True
 

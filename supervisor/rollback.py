@@ -122,16 +122,38 @@ def rollback(
             hint=f"its ref {target.ref} was deleted or the objects pruned. Nothing was changed.",
         )
     _refuse_branch_of_another_worktree(run, target)
+    progress = _Progress()
     try:
-        return _rollback(run, target, snapshotter)
+        return _rollback(run, target, snapshotter, progress)
     except OSError as err:
         # Space or permissions ran out outside the restore itself (the ledger, the salvage).
+        said = f"{err.strerror or err}" + (f" ({err.filename})" if err.filename else "")
+        if progress.salvage is None:
+            raise RollbackError(
+                f"rollback to {target.name} stopped before it changed anything: {said}",
+                hint="the work tree, HEAD and index are as they were; free the space (or fix "
+                "the permission) and run the command again.",
+            ) from err
+        salvage = progress.salvage
+        where = (
+            "before it changed a file"
+            if not progress.files_changed
+            else "after the work tree was restored (HEAD, the branch or the index may not be)"
+        )
         raise RollbackError(
-            f"rollback to {target.name} stopped: {err.strerror or err}"
-            + (f" ({err.filename})" if err.filename else ""),
-            hint="see `paella checkpoints` for the salvage snapshot it took, if any; "
-            "free the space (or fix the permission) and run the command again.",
+            f"rollback to {target.name} stopped {where}: {said}",
+            hint=f"the state before it is {salvage.name} ({salvage.ref}): "
+            f"`paella rollback {salvage.name} --yes` puts it back; "
+            f"`paella rollback {target.name} --yes` finishes it.",
         ) from err
+
+
+@dataclass
+class _Progress:
+    """How far a rollback got, for the message when something outside git stops it."""
+
+    salvage: SnapshotRecord | None = None
+    files_changed: bool = False
 
 
 def _refuse_branch_of_another_worktree(run: Run, target: SnapshotRecord) -> None:
@@ -150,12 +172,15 @@ def _refuse_branch_of_another_worktree(run: Run, target: SnapshotRecord) -> None
         )
 
 
-def _rollback(run: Run, target: SnapshotRecord, snapshotter: Snapshotter) -> RollbackResult:
+def _rollback(
+    run: Run, target: SnapshotRecord, snapshotter: Snapshotter, progress: _Progress
+) -> RollbackResult:
     target_label = f"checkpoint {target.n}" if target.kind == "checkpoints" else target.name
     root = run.workspace.root
     with snapshotter.locked("a rollback"):
         # Step 2: salvage, recorded (ref, then ledger) before anything in the work tree changes.
         salvage = checkpoints.take_salvage(run, snapshotter, reason=f"rollback to {target.name}")
+        progress.salvage = salvage
         _kill_point("after-salvage")
         # A file a snapshot left out (size cap, churn) is in neither tree as it is on disk: a
         # rollback never touches it, and says so.
@@ -199,6 +224,7 @@ def _rollback(run: Run, target: SnapshotRecord, snapshotter: Snapshotter) -> Rol
             written = apply_changes(snapshotter.git, root, changes)
         except RestoreStopped as stop:
             _stopped(run, op_id, target, salvage, stop, total=len(changes))
+        progress.files_changed = bool(written)
         _kill_point("after-worktree")
         _restore_head(run, target)
         _kill_point("after-head")

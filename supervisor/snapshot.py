@@ -14,13 +14,14 @@ the bytes on disk, with no filter, eol conversion or ``ident``; where git's conv
 bytes, the raw blob is written (``fast-import``, fed content, never a path) and put in the private
 index instead. The private index runs with ``core.fileMode``/``core.symlinks`` on, and with sparse
 checkout, skip-worktree, assume-unchanged, split index, fsmonitor and the untracked cache off: a
-snapshot is exactly what is on disk. A corrupt private index is rebuilt on its own.
+snapshot is exactly what is on disk (``raw_blobs``). A corrupt private index is rebuilt on its
+own. A file left out (size cap, churn: see ``churn``) is taken out of the private index too, so no
+older version of it stands in a snapshot for what is on disk.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -31,38 +32,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from paella_tui.supervisor.churn import CHURN_MIN_SIZE, CHURN_REASON, churning
 from paella_tui.supervisor.errors import GitError
 from paella_tui.supervisor.files import ensure_dir
 from paella_tui.supervisor.gitcli import Git, encode_paths_z
 from paella_tui.supervisor.owned_lock import OwnedLock
+from paella_tui.supervisor.raw_blobs import PRIVATE_CONFIG, RawBlobs, filters_off
 from paella_tui.supervisor.workspace import Workspace
 
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
 _UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)
 _MAX_RETRIES = 50
 LOCK_TIMEOUT_S = 60.0
-# Untracked files this large that changed at more snapshots in a row than this are left out.
-CHURN_MIN_SIZE = 4 * 1024 * 1024
-CHURN_STREAK = 3
-# Attributes under which git may change a file's bytes between the work tree and a blob.
-_CONVERTING_ATTRIBUTES = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
-# More paths than this are looked up by listing the whole index rather than on the command line.
-_MAX_ARGV_PATHS = 1000
-# The private index sees the work tree as it is: no conversion that git could skip by
-# configuration, no bit or cache that would hide a file on disk or invent one that is not.
-PRIVATE_CONFIG = (
-    ("core.autocrlf", "false"),
-    ("core.safecrlf", "false"),
-    ("core.fileMode", "true"),
-    ("core.symlinks", "true"),
-    ("core.ignoreStat", "false"),
-    ("core.sparseCheckout", "false"),
-    ("core.sparseCheckoutCone", "false"),
-    ("index.sparse", "false"),
-    ("core.splitIndex", "false"),
-    ("core.untrackedCache", "false"),
-    ("core.fsmonitor", "false"),
-)
 # git's messages when an index file cannot be read.
 _CORRUPT_INDEX = re.compile(
     r"index file corrupt|bad signature|bad index|index file smaller|unknown index entry|"
@@ -96,13 +77,6 @@ class Snapshot:
     """Nested repositories and submodules recorded by their commit only: their inside is not covered."""
 
 
-@dataclass(frozen=True)
-class _Churn:
-    state: dict[str, list[int]]
-    """path -> [size, mtime_ns, streak of snapshots that found it changed]."""
-    skipped: tuple[SkippedFile, ...]
-
-
 class Snapshotter:
     """Takes snapshots of one workspace through paella's private, persistent index."""
 
@@ -125,10 +99,10 @@ class Snapshotter:
         self.git = Git(
             workspace.root,
             index_file=self.index_file,
-            config=(*PRIVATE_CONFIG, *_filters_off(workspace)),
+            config=(*PRIVATE_CONFIG, *filters_off(workspace)),
         )
         self._exclude_files: list[Path] | None = None
-        self._hash_name: str | None = None
+        self.raw = RawBlobs(self.git, workspace.root)
 
     @contextlib.contextmanager
     def locked(self, what: str = "a snapshot") -> Iterator[None]:
@@ -210,7 +184,12 @@ class Snapshotter:
                 skipped.append(too_big)
             else:
                 to_update.append(path)
-        churn = self._churning(memo, [*changed, *untracked])
+        churn = churning(
+            self.workspace,
+            (memo or {}).get("churn") or {},
+            [*changed, *untracked],
+            min_size=self.churn_min_size,
+        )
         for path in untracked:
             if path.endswith("/"):
                 # git lists an untracked nested repository as one folder entry and does not enter it.
@@ -227,10 +206,10 @@ class Snapshotter:
                 skipped.append(too_big)
             else:
                 to_update.append(path)
-        for item in churn.skipped:
-            if item.path in to_update:
-                to_update.remove(item.path)
-                skipped.append(item)
+        for path, size in churn.left_out:
+            if path in to_update:
+                to_update.remove(path)
+                skipped.append(SkippedFile(path, CHURN_REASON, size))
         if skipped:
             # Left out means out of the tree: an older version kept in the private index would
             # be given back by a rollback as if it were the file's content.
@@ -239,7 +218,7 @@ class Snapshotter:
                 input=encode_paths_z([s.path for s in skipped]),
             )
         self._update_index(to_update, skipped)
-        self._keep_raw_bytes(to_update)
+        self.raw.keep_raw_bytes(to_update)
         # Two whole-index scans are needed only when what they find can have changed: the memo
         # of the last snapshot says so, unless someone else (a rollback) rewrote the index.
         touched = [*changed, *gone, *untracked]
@@ -265,60 +244,6 @@ class Snapshotter:
 
     def _exclude_args(self) -> list[str]:
         return [f"--exclude={pattern}" for pattern in self.exclude]
-
-    def _churning(self, memo: dict[str, Any] | None, candidates: list[str]) -> _Churn:
-        """Large untracked files rewritten at every snapshot, to be left out (bounded growth).
-
-        Every snapshot of a changed file stores a new blob: a 20 MB artifact rewritten each
-        second would grow ``.git`` by megabytes a second. An untracked file of at least
-        ``churn_min_size`` bytes that changed at each of the last ``CHURN_STREAK`` snapshots is
-        left out (and named) until a snapshot finds it unchanged. Tracked files are always kept.
-        """
-        before: dict[str, list[int]] = (memo or {}).get("churn") or {}
-        seen: dict[str, list[int]] = {}
-        big: list[tuple[str, int, int]] = []
-        root = self.workspace.root
-        for path in dict.fromkeys([*before, *candidates]):
-            try:
-                st = os.lstat(root / path)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode) and st.st_size >= self.churn_min_size:
-                big.append((path, st.st_size, st.st_mtime_ns))
-        if not big:
-            return _Churn({}, ())
-        tracked = (
-            set(
-                self.workspace.git.lines_z(["ls-files", "-z", "--", *[p for p, _, _ in big]])
-                if len(big) <= _MAX_ARGV_PATHS
-                else self.workspace.git.lines_z(["ls-files", "-z"])
-            )
-            if big
-            else set()
-        )
-        skipped: list[SkippedFile] = []
-        for path, size, mtime in big:
-            if path in tracked:
-                continue
-            old = before.get(path)
-            if old is None:
-                streak = 1
-            elif [old[0], old[1]] == [size, mtime]:
-                streak = 0
-            else:
-                streak = old[2] + 1
-            seen[path] = [size, mtime, streak]
-            if streak > CHURN_STREAK:
-                skipped.append(
-                    SkippedFile(
-                        path,
-                        f"large untracked file rewritten at each of the last {CHURN_STREAK} "
-                        "snapshots: left out to bound .git growth (kept again once it stops "
-                        "changing)",
-                        size,
-                    )
-                )
-        return _Churn(seen, tuple(skipped))
 
     def _index_signature(self) -> list[int] | None:
         try:
@@ -391,7 +316,7 @@ class Snapshotter:
             os.replace(tmp, self.index_file)
             if self.git.run(["ls-files", "--stage"], check=False).returncode == 0:
                 self._clear_hiding_bits()
-                self._keep_raw_bytes(self._maybe_converted())
+                self.raw.keep_raw_bytes(self.raw.maybe_converted(self.workspace.git))
                 return
             self.index_file.unlink()
         if self.git.rev_parse("HEAD^{tree}"):
@@ -404,25 +329,6 @@ class Snapshotter:
             check=False,
         ).stdout.decode(errors="replace")
         return " true" not in values.lower()
-
-    def _maybe_converted(self) -> list[str]:
-        """Paths of the seeded index whose stat-clean entry may hold git's converted bytes rather
-        than the raw ones (``core.autocrlf``, or a text/eol/ident/filter attribute)."""
-        paths = self.git.lines_z(["ls-files", "-z"])
-        autocrlf = self.workspace.git.out(["config", "--get", "core.autocrlf"], check=False)
-        if autocrlf.strip().lower() in ("true", "input"):
-            return paths
-        data = self.git.run(
-            ["check-attr", "-z", "--stdin", *_CONVERTING_ATTRIBUTES], input=encode_paths_z(paths)
-        ).stdout.split(b"\0")
-        # -z output: path, attribute, value triplets.
-        return list(
-            dict.fromkeys(
-                data[i].decode(errors="surrogateescape")
-                for i in range(0, len(data) - 2, 3)
-                if data[i + 2] not in (b"unspecified", b"unset")
-            )
-        )
 
     def _clear_hiding_bits(self) -> None:
         """Drop skip-worktree and assume-unchanged bits the copied index carries: with them git
@@ -494,78 +400,6 @@ class Snapshotter:
                 pending.remove(bad)
         raise GitError(["update-index"], 1, f"gave up after {_MAX_RETRIES} unreadable paths")
 
-    def _keep_raw_bytes(self, paths: list[str]) -> None:
-        """Store the exact bytes of files that git's conversion changed on the way in.
-
-        ``update-index`` hashes a file the way ``git add`` would: ``text``/``eol`` attributes and
-        ``ident`` may rewrite it (a CRLF file under ``* text=auto`` is stored with LF). A
-        checkpoint must give back what was on disk, so every file just hashed is hashed again
-        here from its raw bytes; where the two differ, the raw blob is written and put in the
-        private index instead. No path ever goes through git's path parsing (any byte in a name
-        is safe). Such entries carry no stat data, so only these files are hashed again next time.
-        """
-        root = self.workspace.root
-        files = [p for p in dict.fromkeys(paths) if _is_regular_file(root / p)]
-        if not files:
-            return
-        stored = self._stored_entries(files)
-        differ: list[tuple[str, str, str, bytes]] = []  # path, mode, raw oid, data
-        for path in files:
-            entry = stored.get(path)
-            if entry is None or entry[0] not in ("100644", "100755"):
-                continue
-            try:
-                with open(root / path, "rb") as handle:
-                    data = handle.read()
-            except OSError:
-                continue  # vanished or unreadable since update-index: its entry stands
-            oid = self.blob_id(data, like=entry[1])
-            if oid != entry[1]:
-                differ.append((path, entry[0], oid, data))
-        if not differ:
-            return
-        proc = self.git.popen(["fast-import", "--quiet"])
-        assert proc.stdin is not None
-        try:
-            for _path, _mode, _oid, data in differ:
-                proc.stdin.write(b"blob\ndata %d\n" % len(data) + data + b"\n")
-        except BrokenPipeError:
-            pass
-        _out, err = proc.communicate()
-        if proc.returncode != 0:
-            raise GitError(["fast-import"], proc.returncode, err.decode(errors="replace"))
-        info = b"".join(
-            f"{mode} {oid}\t".encode() + path.encode(errors="surrogateescape") + b"\0"
-            for path, mode, oid, _data in differ
-        )
-        self.git.run(["update-index", "-z", "--index-info"], input=info)
-
-    def _stored_entries(self, files: list[str]) -> dict[str, tuple[str, str]]:
-        """path -> (mode, object id) in the private index, for these files."""
-        args = ["ls-files", "-z", "-s"]
-        if len(files) <= _MAX_ARGV_PATHS:
-            args += ["--", *files]
-        data = self.git.run(args, env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
-        stored: dict[str, tuple[str, str]] = {}
-        for entry in data.split(b"\0"):
-            if entry:
-                meta, path = entry.split(b"\t", 1)
-                mode, oid, _stage = meta.decode().split(" ")
-                stored[path.decode(errors="surrogateescape")] = (mode, oid)
-        return stored
-
-    def blob_id(self, data: bytes, *, like: str | None = None) -> str:
-        """The id git gives a blob of exactly these bytes (sha1, or sha256 repositories);
-        ``like``, an object id of this repository, spares asking git which."""
-        if self._hash_name is None and like is not None:
-            self._hash_name = "sha256" if len(like) == 64 else "sha1"
-        if self._hash_name is None:
-            fmt = self.git.out(["rev-parse", "--show-object-format"], check=False).strip()
-            self._hash_name = "sha256" if fmt == "sha256" else "sha1"
-        digest = hashlib.new(self._hash_name, b"blob %d\0" % len(data))
-        digest.update(data)
-        return digest.hexdigest()
-
     def _drop_newly_ignored(self) -> None:
         # A path snapshotted while untracked stays in the private index even after it becomes
         # ignored; drop it unless the user's own index tracks it (force-added files stay in).
@@ -580,6 +414,10 @@ class Snapshotter:
                 ["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(stale)
             )
 
+    def blob_id(self, data: bytes, *, like: str | None = None) -> str:
+        """The id git gives a blob of exactly these bytes (see :class:`RawBlobs`)."""
+        return self.raw.blob_id(data, like=like)
+
     def _gitlinks(self) -> list[str]:
         data = self.git.run(["ls-files", "-z", "--stage"]).stdout
         links = []
@@ -587,30 +425,3 @@ class Snapshotter:
             if entry.startswith(b"160000 "):
                 links.append(entry.split(b"\t", 1)[1].decode(errors="surrogateescape"))
         return links
-
-
-def _is_regular_file(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _filters_off(workspace: Workspace) -> list[tuple[str, str]]:
-    """Config that turns every configured clean/smudge filter driver into a no-op: a snapshot
-    never runs the user's filters (they may be slow, fail, or need the network)."""
-    proc = workspace.git.run(["config", "-z", "--get-regexp", r"^filter\."], check=False)
-    names = set()
-    for item in proc.stdout.split(b"\0"):
-        key = item.split(b"\n", 1)[0].decode(errors="replace")
-        if key.startswith("filter.") and key.count(".") >= 2:
-            names.add(key[len("filter.") : key.rindex(".")])
-    off: list[tuple[str, str]] = []
-    for name in sorted(names):
-        off += [
-            (f"filter.{name}.clean", ""),
-            (f"filter.{name}.smudge", ""),
-            (f"filter.{name}.process", ""),
-            (f"filter.{name}.required", "false"),
-        ]
-    return off

@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 from paella_tui.supervisor import checkpoints, rollback
+from paella_tui.supervisor.churn import CHURN_STREAK
 from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.snapshot import CHURN_STREAK, Snapshotter
+from paella_tui.supervisor.snapshot import Snapshotter
 from paella_tui.supervisor.workspace import Workspace
 
 
