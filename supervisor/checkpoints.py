@@ -1,7 +1,9 @@
-"""Checkpoints and salvage snapshots: snapshot commits kept under ``refs/paella/<run-id>/``.
+"""Checkpoints and salvage snapshots: snapshot commits kept under ``refs/paella/<run-id>/``
+(``refs/paella/wt/<id>/<run-id>/`` in a linked worktree).
 
 A checkpoint commit's tree is the whole workspace; its parent is the HEAD it sat on, so the
-agent's commits stay reachable. The record (SPEC 5) goes to the ledger after the ref exists:
+agent's commits stay reachable. A salvage commit has the user's index as a second parent when the
+index holds staged changes, so a rollback's undo gives them back. The record (SPEC 5) goes to the ledger after the ref exists:
 a crash in between leaves a harmless extra ref, never a record pointing at nothing.
 """
 

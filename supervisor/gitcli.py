@@ -46,6 +46,24 @@ _SCRUBBED = (
 BASE_OPTIONS = ("-c", "core.quotepath=false", "-c", f"core.hooksPath={os.devnull}")
 
 _PR_SET_PDEATHSIG = 1
+# Commands that only read: one left behind by a killed paella changes nothing and ends by itself,
+# so they are spared the death-signal hook (it forces fork() over vfork(): ~1 ms a process).
+_READ_ONLY = frozenset(
+    {
+        "cat-file",
+        "check-attr",
+        "diff",
+        "diff-files",
+        "diff-tree",
+        "for-each-ref",
+        "log",
+        "ls-files",
+        "ls-tree",
+        "rev-parse",
+        "show",
+        "status",
+    }
+)
 
 
 def _die_with_parent_hook() -> Callable[[], None] | None:
@@ -68,13 +86,19 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     return hook
 
 
+_hooks: dict[int, Callable[[], None] | None] = {}
+
+
 def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` that makes a child get SIGKILL when this process dies (Linux), or None.
 
     The death signal follows the thread that started the child, so start children from a thread
     that waits for them (as ``subprocess.run`` does), never from one that exits first.
     """
-    return _die_with_parent_hook()
+    pid = os.getpid()  # one hook per process: a forked paella has another parent pid to check
+    if pid not in _hooks:
+        _hooks[pid] = _die_with_parent_hook()
+    return _hooks[pid]
 
 
 class Git:
@@ -121,6 +145,7 @@ class Git:
     ) -> subprocess.CompletedProcess[bytes]:
         """Run ``git args`` in the work tree and return the completed process (bytes)."""
         full_env = self._env if env is None else {**self._env, **env}
+        writes = not args or args[0] not in _READ_ONLY
         proc = subprocess.run(
             self.command(args),
             cwd=self.root,
@@ -128,7 +153,7 @@ class Git:
             input=input,
             capture_output=True,
             check=False,
-            preexec_fn=die_with_parent(),
+            preexec_fn=die_with_parent() if writes else None,
         )
         if check and proc.returncode != 0:
             raise GitError(list(args), proc.returncode, proc.stderr.decode(errors="replace"))

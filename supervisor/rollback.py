@@ -5,7 +5,8 @@ as a second parent when it holds staged changes) and record the intent before to
 3. restore the work tree to the target's tree exactly, raw bytes written by paella itself
 (``raw_restore``), deleting only files the salvage holds; 4. put HEAD, the branch and the index
 back; 5. verify by re-reading every written file and with a fresh snapshot. A restore that stops
-part-way (a full disk) says exactly which paths it changed, and the salvage puts them back. A crash at any point leaves an intent without completion in the ledger, which
+part-way (a full disk) says exactly which paths it changed, and the salvage puts them back. A
+crash at any point leaves an intent without completion in the ledger, which
 :func:`interrupted_rollback` finds at the next start together with the commands that finish or
 undo it.
 """
@@ -22,8 +23,9 @@ from typing import Any, NoReturn
 
 from paella_tui.supervisor import checkpoints
 from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.errors import WorkspaceError
+from paella_tui.supervisor.errors import GitError, WorkspaceError
 from paella_tui.supervisor.raw_restore import (
+    Change,
     RestoreStopped,
     apply_changes,
     tree_changes,
@@ -185,7 +187,12 @@ def _rollback(
         # A file a snapshot left out (size cap, churn) is in neither tree as it is on disk: a
         # rollback never touches it, and says so.
         left_out = {s["path"] for s in (*salvage.skipped_files, *target.skipped_files)}
-        plan = _plan(run, salvage.tree, target.tree, left_out)
+        changes = [
+            c
+            for c in tree_changes(snapshotter.git, salvage.tree, target.tree)
+            if c.path not in left_out
+        ]
+        plan = _plan(run, changes)
         if plan.in_the_way:
             run.ledger.append(
                 "rollback-refused",
@@ -215,20 +222,27 @@ def _rollback(
             to_branch=target.branch,
         )
         _kill_point("after-intent")
-        changes = [
-            c
-            for c in tree_changes(snapshotter.git, salvage.tree, target.tree)
-            if c.path not in left_out
-        ]
         try:
             written = apply_changes(snapshotter.git, root, changes)
         except RestoreStopped as stop:
             _stopped(run, op_id, target, salvage, stop, total=len(changes))
         progress.files_changed = bool(written)
         _kill_point("after-worktree")
-        _restore_head(run, target)
-        _kill_point("after-head")
-        _restore_index(run, target)
+        try:
+            _restore_head(run, target)
+            _kill_point("after-head")
+            _restore_index(run, target)
+        except GitError as err:
+            run.ledger.append(
+                "rollback-failed", id=op_id, step="head", error=str(err), salvage_ref=salvage.ref
+            )
+            raise RollbackError(
+                f"rollback to {target.name}: the work tree is restored ({len(written)} paths "
+                f"changed), but putting HEAD, the branch and the index back failed: "
+                f"{err.stderr.strip() or err}",
+                hint=f"the state before it is {salvage.name} ({salvage.ref}): "
+                f"`paella rollback {salvage.name} --yes` puts it back.",
+            ) from err
         _kill_point("after-index")
         # Step 5: every written file is read back, and a fresh snapshot must equal the target.
         misread = verify_written(
@@ -318,21 +332,14 @@ class _Plan:
     """Paths on disk that the restore would overwrite or delete but no snapshot holds."""
 
 
-def _plan(run: Run, current_tree: str, target_tree: str, left_out: set[str]) -> _Plan:
+def _plan(run: Run, restore: list[Change]) -> _Plan:
     """What the restore will do, and what on disk it would destroy without a copy.
 
-    git's branch switch treats ignored files as disposable: a folder holding an ignored file is
-    removed to make room for a file, an ignored file is overwritten by a checkpoint's file of the
-    same name. Neither is in the salvage, so such a rollback could not be undone: refuse it.
+    A folder holding an ignored file would have to go to make room for a file, an ignored file
+    would be overwritten by a checkpoint's file of the same name. Neither is in the salvage, so
+    such a rollback could not be undone: refuse it.
     """
-    raw = run.workspace.git.lines_z(
-        ["diff-tree", "-r", "-z", "--no-renames", "--name-status", current_tree, target_tree]
-    )
-    changes = tuple(
-        (status, path)
-        for status, path in zip(raw[0::2], raw[1::2], strict=True)
-        if path not in left_out
-    )
+    changes = tuple((c.status, c.path) for c in restore)
     leaving = {path for status, path in changes if status == "D"}
     root = run.workspace.root
     in_the_way: list[str] = []

@@ -207,3 +207,27 @@ def test_a_failing_reference_transaction_hook_does_not_block_checkpoints(
     (repo / "README.md").write_text("changed\n")
     ok(paella(repo, "rollback", "1", "--yes"))
     assert (repo / "README.md").read_text() == "hello\n"
+
+
+def test_children_started_with_the_hook_die_with_paella(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, time\n"
+            "from paella_tui.supervisor.gitcli import die_with_parent\n"
+            "child = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent())\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    child = psutil.Process(int(holder.stdout.readline()))
+    assert child.is_running()
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    # It got SIGKILL from the kernel when its parent died (reaped by whoever adopted it).
+    _gone, alive = psutil.wait_procs([child], timeout=2)
+    assert not alive, "a child outlived the killed paella"
