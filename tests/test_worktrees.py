@@ -5,6 +5,11 @@ rollback never moves a branch that another worktree has checked out."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from paella_tui.supervisor.owned_lock import OwnedLock
@@ -77,3 +82,59 @@ def test_a_rollback_never_moves_a_branch_checked_out_in_another_worktree(
     assert "Nothing was changed" in result.stderr
     assert (tree_state(second), tree_state(repo), git.head(repo), git.head(second)) == before
     assert git.branch(repo) == "side" and git.branch(second) == "other"
+
+
+CONTRACT = """\
+[run]
+prompt = "wait"
+agent = ["sleep", "30"]
+
+[[gate]]
+name = "ok"
+cmd = "true"
+
+[[episode]]
+name = "one"
+gates = ["ok"]
+"""
+
+
+def test_both_worktrees_are_supervised_at_once(repo: Path, git, paella, tmp_path: Path) -> None:
+    (repo / "paella.toml").write_text(CONTRACT)
+    git(repo, "add", "paella.toml")
+    git(repo, "commit", "-q", "-m", "contract")
+    second = two_worktrees(repo, git, tmp_path)
+    runs = []
+    try:
+        for where in (repo, second):
+            runs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "paella_tui", "run", "--headless"],
+                    cwd=where,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env={**os.environ, "NO_COLOR": "1"},
+                )
+            )
+            deadline = time.monotonic() + 30
+            state = None
+            while time.monotonic() < deadline:
+                assert runs[-1].poll() is None, runs[-1].communicate()[1]
+                status = paella(where, "status", "--json")
+                data = json.loads(status.stdout) if status.returncode == 0 else None
+                state = data["state"] if data else None  # null until the run has started
+                if state == "running":
+                    break
+                time.sleep(0.2)
+            assert state == "running", f"{where}: {state}"
+        main_status = json.loads(ok(paella(repo, "status", "--json")).stdout)
+        side_status = json.loads(ok(paella(second, "status", "--json")).stdout)
+        assert main_status["state"] == side_status["state"] == "running"
+        assert main_status["run_id"] != side_status["run_id"]
+    finally:
+        for proc in runs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in runs:
+            proc.communicate(timeout=30)
