@@ -12,6 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+import jsonschema
+
+from paella_tui.schemas import load_schema
 from paella_tui.supervisor.owned_lock import OwnedLock
 from paella_tui.supervisor.workspace import Workspace
 
@@ -57,11 +60,19 @@ def test_two_worktrees_keep_separate_state_refs_and_locks(
 
     # A rollback in one never imports the other's files or touches its branch.
     (second / "side.txt").write_text("damaged\n")
+    git(second, "add", "side.txt")  # staged: the salvage keeps the index as a second parent
     ok(paella(second, "rollback", "1", "--yes"))
     assert (second / "side.txt").read_text() == "side's work\n"
     assert not (second / "main.txt").exists()
     assert (repo / "main.txt").read_text() == "main's work\n"
     assert git.branch(repo) == "main" and git.branch(second) == "side"
+
+    # The worktree's records keep the published shape of `status --json`.
+    status = json.loads(ok(paella(second, "status", "--json")).stdout)
+    jsonschema.Draft202012Validator(load_schema("status")).validate(status)
+    assert status["salvage"][0]["ref"].startswith("refs/paella/wt/second/")
+    index = status["salvage"][0]["index"]
+    assert git(second, "show", f"{index}:side.txt") == "damaged"
 
 
 def test_a_rollback_never_moves_a_branch_checked_out_in_another_worktree(
