@@ -163,7 +163,7 @@ def _write(root: Path, change: Change, blobs: _Blobs) -> None:
         return
     with contextlib.suppress(FileNotFoundError):
         if stat.S_ISDIR(os.lstat(full).st_mode):
-            os.rmdir(full)  # an empty folder where the file goes (the plan refused a full one)
+            _remove_empty_tree(full)  # empty folders where the file goes (the plan refused files)
     tmp = _tmp_name(full)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)
@@ -230,6 +230,37 @@ def apply_changes(git: Git, root: Path, changes: list[Change]) -> list[str]:
     return changed
 
 
+def _remove_empty_tree(folder: Path) -> None:
+    """Remove a folder that holds only (nested) empty folders; OSError if it holds anything else.
+
+    Empty folders are in no snapshot, so nothing is lost; a file in there would be (the plan
+    refuses a rollback that would remove one).
+    """
+    for dirpath, dirnames, filenames in os.walk(folder, topdown=False):
+        if filenames:
+            raise OSError(f"{dirpath} is in the way (it holds files)")
+        for name in dirnames:
+            sub = os.path.join(dirpath, name)
+            if os.path.islink(sub):
+                raise OSError(f"{sub} is in the way (a symlink)")
+        os.rmdir(dirpath)
+
+
+def _lstat_inside(root: Path, rel: str) -> os.stat_result | None:
+    """``lstat`` of ``rel`` when every folder above it is a real folder, else None: a path
+    beyond a symlink (``d/x`` with ``d`` a link to elsewhere) is not this path at all."""
+    current = root
+    parts = rel.split("/")
+    try:
+        for part in parts[:-1]:
+            current = current / part
+            if not stat.S_ISDIR(os.lstat(current).st_mode):
+                return None
+        return os.lstat(current / parts[-1])
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
 def _chmod_exec(full: Path, executable: bool) -> None:
     mode = stat.S_IMODE(os.lstat(full).st_mode)
     umask = os.umask(0)
@@ -246,10 +277,7 @@ def verify_written(root: Path, changes: list[Change], blob_id: Callable[[bytes],
     wrong: list[str] = []
     for change in changes:
         full = root / change.path
-        try:
-            st: os.stat_result | None = os.lstat(full)
-        except (FileNotFoundError, NotADirectoryError):
-            st = None
+        st = _lstat_inside(root, change.path)
         if change.status == "D":
             if st is not None and not stat.S_ISDIR(st.st_mode):
                 wrong.append(change.path)
