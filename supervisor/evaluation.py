@@ -118,7 +118,9 @@ class Evaluator:
         # Keyed by (gate name, definition key, tree): two gates may share a command, never results.
         self._cache: dict[tuple[str, str, str], GateResult] = {}
         self._latest: dict[str, GateResult] = {}
-        self._ever_green: dict[str, list[str]] = {}
+        # Trees per gate as an insertion-ordered set: a resumed day-long run seeds tens of
+        # thousands of results, and a list membership test made the seed quadratic.
+        self._ever_green: dict[str, dict[str, None]] = {}
         self._regressed: set[str] = set()
         self._epoch = 0
         """Bumped by a rollback: evaluations that started before it judge an abandoned tree."""
@@ -173,7 +175,9 @@ class Evaluator:
         self._base = record
         if restart_history:
             self._epoch += 1
-            self._ever_green = {g: [record.tree] for g in record.gates_green} if record else {}
+            self._ever_green = (
+                {g: {record.tree: None} for g in record.gates_green} if record else {}
+            )
             self._regressed = set()
 
     @property
@@ -431,15 +435,14 @@ class Evaluator:
         name = result.gate
         self._latest[name] = result
         if result.green:
-            trees = self._ever_green.setdefault(name, [])
-            if result.tree not in trees:
-                trees.append(result.tree)
+            self._ever_green.setdefault(name, {})[result.tree] = None
             self._regressed.discard(name)
             return False
         if result.status not in RED:
             return False
         # Green on this very tree before (a forced re-run that failed) is flakiness, not drift.
-        was_green = any(tree != result.tree for tree in self._ever_green.get(name, ()))
+        trees = self._ever_green.get(name, {})
+        was_green = len(trees) > 1 or (len(trees) == 1 and result.tree not in trees)
         if was_green and name not in self._regressed:
             self._regressed.add(name)
             return True
@@ -448,7 +451,7 @@ class Evaluator:
     async def _regression_message(self, result: GateResult) -> str:
         """``gate "x" was green at checkpoint 2 (episode 1) and now fails: ...``."""
         name = result.gate
-        trees = self._ever_green.get(name, [])
+        trees = self._ever_green.get(name, {})
         records = await asyncio.to_thread(checkpoints.records, self._run, "checkpoints")
         where = next(
             (c for c in reversed(records) if name in c.gates_green or c.tree in trees), None
@@ -457,7 +460,7 @@ class Evaluator:
             what = f"episode {where.episode}" if isinstance(where.episode, int) else "manual"
             at = f"at checkpoint {where.n} ({what})"
         else:
-            at = f"on an earlier tree ({trees[-1][:12]}) before any checkpoint"
+            at = f"on an earlier tree ({next(reversed(trees))[:12]}) before any checkpoint"
         verb = _VERBS.get(result.status, "now fails")
         return (
             f'gate "{name}" was green {at} and {verb}: the newest work broke an earlier invariant'

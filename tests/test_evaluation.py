@@ -11,11 +11,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psutil
 import pytest
 import tomli_w
+from conftest import make_repo
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from paella_tui.supervisor.checkpoints import SnapshotRecord, records
 from paella_tui.supervisor.contract import Contract, parse_contract
@@ -32,7 +35,9 @@ from paella_tui.supervisor.events import (
     EvaluationStarted,
     Event,
     GateFinished,
+    GateResult,
     GateStarted,
+    GateStatus,
     Notice,
 )
 from paella_tui.supervisor.rollback import rollback
@@ -473,3 +478,66 @@ async def test_close_kills_the_running_gates(make_harness: HarnessFactory, tmp_p
     assert [pid for pid in pids if not is_gone(pid)] == [], "close() left gate processes"
     with pytest.raises(EvaluatorClosed):
         await h.evaluator.evaluate("after close")
+
+
+def _reference_fold(
+    history: Sequence[tuple[str, str, str]],
+) -> tuple[dict[str, list[str]], set[str], list[bool]]:
+    """The evaluator's seed as it was written first (lists), kept here as the slow reference."""
+    ever: dict[str, list[str]] = {}
+    regressed: set[str] = set()
+    news: list[bool] = []
+    for name, status, tree in history:
+        new = False
+        if status in ("pass", "flaky"):
+            trees = ever.setdefault(name, [])
+            if tree not in trees:
+                trees.append(tree)
+            regressed.discard(name)
+        elif (
+            status in ("fail", "timeout", "error")
+            and any(t != tree for t in ever.get(name, ()))
+            and name not in regressed
+        ):
+            regressed.add(name)
+            new = True
+        news.append(new)
+    return ever, regressed, news
+
+
+_RESULTS = st.lists(
+    st.tuples(
+        st.sampled_from(["one", "two"]),
+        st.sampled_from(["pass", "flaky", "fail", "timeout", "error", "pending"]),
+        st.sampled_from([f"{i:040x}" for i in range(6)]),
+    ),
+    max_size=40,
+)
+
+
+@pytest.fixture(scope="module")
+def seed_harness(tmp_path_factory: pytest.TempPathFactory) -> Harness:
+    repo = make_repo(tmp_path_factory.mktemp("seed") / "repo")
+    return Harness(repo, make_contract(repo, [exists_gate("one", "a"), exists_gate("two", "b")]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=_RESULTS)
+def test_the_seed_folds_like_the_list_reference(
+    seed_harness: Harness, history: list[tuple[str, str, str]]
+) -> None:
+    """ever_green (order included), the regressions and each 'new regression' verdict match the
+    quadratic list fold the set-based seed replaced."""
+    h = seed_harness
+    records = [{"kind": "gate-finished", "gate": g, "status": s, "tree": t} for g, s, t in history]
+    seeded = h.new_evaluator(history=records)
+    ever, regressed, news = _reference_fold(history)
+    assert seeded.ever_green == ever
+    assert seeded.regressed == frozenset(regressed)
+    # The same fold one result at a time says "new regression" exactly where the reference does.
+    fresh = h.new_evaluator()
+    said = [
+        fresh._remember(GateResult(gate=g, status=cast(GateStatus, s), tree=t))
+        for g, s, t in history
+    ]
+    assert said == news
