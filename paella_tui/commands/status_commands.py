@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 from paella_tui.commands.context import Context
-from paella_tui.ledger_text import timestamped
 from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor.events import Usage, compact_count
 from paella_tui.supervisor.run_view import RunView
@@ -161,6 +160,8 @@ def status(args: argparse.Namespace) -> int:
 
 def log(args: argparse.Namespace) -> int:
     """Print the ledger of the newest run; with -f, keep printing new records."""
+    from paella_tui.ledger_text import timestamped  # only `log` formats records
+
     ctx = Context.open()
     run = ctx.current_run(required=not args.follow)
     if run is None:

@@ -1,0 +1,101 @@
+"""Each command imports only what it uses (issue 17, start-up): the module set, not the time.
+
+Every command runs for real in a fresh interpreter, in a real workspace with a run, a
+checkpoint and a ledger; the modules loaded once it returned are compared with what the
+command needs. A command that reads or writes the ledger and git never loads Textual, the
+watcher, the run loop, the agent's process machinery or the agent profiles.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# What every command that opens the workspace and its newest run needs. ``snapshot`` comes with
+# ``checkpoints`` (snapshot records) and ``rollback`` with the warning about an interrupted one.
+CORE = {
+    "paella_tui",
+    "paella_tui.cli",
+    "paella_tui.commands",
+    "paella_tui.commands.context",
+    "paella_tui.supervisor",
+    "paella_tui.supervisor.checkpoints",
+    "paella_tui.supervisor.contract",
+    "paella_tui.supervisor.durations",
+    "paella_tui.supervisor.errors",
+    "paella_tui.supervisor.events",
+    "paella_tui.supervisor.files",
+    "paella_tui.supervisor.gitcli",
+    "paella_tui.supervisor.ledger",
+    "paella_tui.supervisor.rollback",
+    "paella_tui.supervisor.run_view",
+    "paella_tui.supervisor.runs",
+    "paella_tui.supervisor.snapshot",
+    "paella_tui.supervisor.workspace",
+}
+STATUS = CORE | {"paella_tui.commands.status_commands"}
+SNAPSHOTS = CORE | {"paella_tui.commands.snapshot_commands"}
+ALLOWED = {
+    ("status", "--tmux"): STATUS,
+    ("status",): STATUS,
+    ("status", "--json"): STATUS,
+    ("log",): STATUS | {"paella_tui.ledger_text"},
+    ("checkpoints",): SNAPSHOTS,
+    ("checkpoint", "--label", "x"): SNAPSHOTS,
+    ("--help",): {"paella_tui", "paella_tui.cli"},
+}
+# Never for these commands: the TUI, the watcher, the supervising engine, GitPython.
+FORBIDDEN_TOP = {"textual", "rich", "watchfiles", "git", "asyncio", "tomli_w"}
+
+PROBE = r"""
+import contextlib, io, json, sys
+from paella_tui.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules), "out": out.getvalue()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from conftest import make_repo
+
+    repo = make_repo(tmp_path_factory.mktemp("imports") / "repo")
+    subprocess.run(
+        [sys.executable, "-m", "paella_tui", "init", "--agent", "true", "--gate", "unit=true"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [sys.executable, "-m", "paella_tui", "checkpoint", "--label", "first"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+    return repo
+
+
+@pytest.mark.parametrize("argv", list(ALLOWED), ids=" ".join)
+def test_a_command_loads_only_what_it_uses(workspace: Path, argv: tuple[str, ...]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result["code"] in (0, None), result["out"]
+    loaded = set(result["modules"])
+    ours = {m for m in loaded if m.startswith("paella_tui")}
+    assert ours - ALLOWED[argv] == set(), f"{' '.join(argv)} loads more than it uses"
+    assert {m.split(".")[0] for m in loaded} & FORBIDDEN_TOP == set()
