@@ -153,7 +153,7 @@ def main() -> int:
                 child.wait(10)
             if child.poll() is None:
                 child.kill()
-    print(f"- {cores_line()}; {python_line()}; {git_version()}")
+    print(f"{cores_line()}\n{python_line()}\n- git {git_version()}")
     print(f"- {args.tracked:,} tracked files; a burst of {args.files:,} new files, not ignored\n")
     print(
         "| burst | paella's own CPU | its git children | paella total "
