@@ -1,8 +1,12 @@
-"""``paella --help`` start-up time (SPEC 13: ≤ 300 ms; Textual is imported only when the TUI starts).
+"""Start-up: ``paella --help`` (SPEC 13: ≤ 300 ms) and ``paella status --tmux`` (issue 17).
 
 Side by side in one run, interleaved: a bare ``python -c pass`` (the floor), ``paella --help``
-through the console script, and ``python -c "import textual.app"`` (what the TUI would add).
-Prints a Markdown table and the verdict; exits 0 either way.
+through the console script, ``python -c "import textual.app"`` (what the TUI would add), and in
+a workspace with a run (``paella init``, one ``paella checkpoint``): ``git rev-parse
+--show-toplevel`` (the one git call a status needs) and ``paella status --tmux``, the line a tmux
+status bar runs every few seconds. Targets: ``--help`` ≤ 300 ms; ``status --tmux`` ≤ 1.5 × (the
+bare Python start + the ``rev-parse``), medians. Prints a Markdown table and the verdicts; exits
+0 either way.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
-def _time(argv: list[str]) -> float:
+def _time(argv: list[str], cwd: str | None = None) -> float:
     start = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     return (time.perf_counter() - start) * 1000
 
 
@@ -43,12 +48,44 @@ def main() -> int:
             "import textual.app",
         ],
     }
-    times: dict[str, list[float]] = {name: [] for name in measures}
-    for argv in measures.values():
-        _time(argv)  # warm the page cache and any bytecode cache
-    for _ in range(args.repeat):
-        for name, argv in measures.items():
-            times[name].append(_time(argv))
+    workspace = tempfile.mkdtemp(prefix="paella-cli-bench-")
+    try:
+        for setup in (
+            ["git", "init", "-q"],
+            [
+                "git",
+                "-c",
+                "user.name=b",
+                "-c",
+                "user.email=b@b",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "base",
+            ],
+            [paella, "init", "--agent", "true", "--gate", "unit=true"],
+            [paella, "checkpoint", "--label", "bench"],
+        ):
+            subprocess.run(setup, cwd=workspace, capture_output=True, check=True)
+        in_workspace = {
+            "git rev-parse --show-toplevel (in the workspace)": [
+                "git",
+                "rev-parse",
+                "--show-toplevel",
+            ],
+            "paella status --tmux (in the workspace)": [paella, "status", "--tmux"],
+        }
+        times: dict[str, list[float]] = {name: [] for name in [*measures, *in_workspace]}
+        for argv in [*measures.values(), *in_workspace.values()]:
+            _time(argv, workspace)  # warm the page cache and any bytecode cache
+        for _ in range(args.repeat):
+            for name, argv in measures.items():
+                times[name].append(_time(argv))
+            for name, argv in in_workspace.items():
+                times[name].append(_time(argv, workspace))
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
     print(
         f"- machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
     )
@@ -63,6 +100,15 @@ def main() -> int:
             else ("", "")
         )
         print(f"| {name} | {median:.1f} ms | {p95:.1f} ms | {target} | {verdict} |")
+    floor = statistics.median(times["python -c pass (floor)"]) + statistics.median(
+        times["git rev-parse --show-toplevel (in the workspace)"]
+    )
+    tmux = statistics.median(times["paella status --tmux (in the workspace)"])
+    verdict = "PASS" if tmux <= 1.5 * floor else "FAIL"
+    print(
+        f"\n| `paella status --tmux` ≤ 1.5 × (python start + rev-parse = {floor:.1f} ms) "
+        f"| {tmux / floor:.2f} × | {verdict} |"
+    )
     return 0
 
 
