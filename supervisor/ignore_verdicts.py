@@ -52,6 +52,8 @@ class IgnoreVerdicts:
         self._tracked: dict[str, list[str]] = {}
         """Root asked of ``ls-files`` -> the tracked paths under it, sorted."""
         self._all_tracked: list[str] | None = None
+        self._ignoring: dict[str, str | None] = {}
+        """Folder whose folders (and itself) all have verdicts -> the outermost ignored one."""
         self.git_calls = 0
         """How many git processes this object ran (for tests and benchmarks)."""
 
@@ -62,7 +64,11 @@ class IgnoreVerdicts:
         missed change.
         """
         wanted = list(dict.fromkeys(p.strip("/") for p in paths if p.strip("/")))
-        folders = {f for p in wanted for f in folders_of(p) if f not in self._folders}
+        # A burst has many paths and few folders: folders are looked at once per parent.
+        parents = {p.rpartition("/")[0] for p in wanted} - self._ignoring.keys()
+        folders = {
+            f for parent in parents if parent for f in [*folders_of(parent), parent]
+        } - self._folders.keys()
         ask: list[str] = []
         for folder in sorted(folders):
             # Only an existing folder is asked as itself: git decides a missing one by its
@@ -71,7 +77,12 @@ class IgnoreVerdicts:
                 ask.append(folder)
             else:
                 self._folders[folder] = None
-        ask += [p for p in wanted if p not in self._rules and self._ignoring_folder(p) is None]
+        # A path whose folders are not all decided yet is asked too (cheap, and consistent).
+        ask += [
+            p
+            for p in wanted
+            if p not in self._rules and self._ignoring.get(p.rpartition("/")[0]) is None
+        ]
         if ask:
             verdicts = self._ask_rules(list(dict.fromkeys(ask)))
             for folder in folders:
@@ -87,10 +98,23 @@ class IgnoreVerdicts:
 
     def _ignoring_folder(self, path: str) -> str | None:
         """The outermost folder of ``path`` the rules are known to ignore."""
-        for folder in folders_of(path):
-            if self._folders.get(folder):
-                return folder
-        return None
+        parent = path.rpartition("/")[0]
+        if not parent:
+            return None
+        if parent in self._ignoring:
+            return self._ignoring[parent]
+        found: str | None = None
+        complete = True
+        for folder in [*folders_of(parent), parent]:
+            verdict = self._folders.get(folder, None)
+            if folder not in self._folders:
+                complete = False
+            elif verdict:
+                found = folder
+                break
+        if complete or found is not None:
+            self._ignoring[parent] = found  # final: verdicts are only ever added
+        return found
 
     def _ask_rules(self, paths: list[str]) -> dict[str, bool]:
         self.git_calls += 1

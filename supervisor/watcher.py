@@ -596,7 +596,10 @@ class WorkspaceWatcher:
         return WatchPlan(flat=flat, deep=tuple(sorted(deep)), pruned=tuple(sorted(pruned)))
 
     def _abs(self, rel: str) -> str:
-        return os.path.join(self._root, *rel.split("/")) if rel else self._root
+        if not rel:
+            return self._root
+        # Called once per path of a burst: a concatenation, where the separator allows it.
+        return self._prefix + rel if os.sep == "/" else os.path.join(self._root, *rel.split("/"))
 
     def _rel(self, path: str) -> str:
         if not path.startswith(self._prefix):
@@ -846,20 +849,23 @@ class WorkspaceWatcher:
 
 
 def _beyond_symlink(rel: str, root: str, cache: dict[str, bool]) -> bool:
-    """Whether one of ``rel``'s folders is a symbolic link."""
-    parts = rel.split("/")
-    for i in range(1, len(parts)):
-        folder = "/".join(parts[:i])
-        link = cache.get(folder)
-        if link is None:
-            try:
-                link = stat.S_ISLNK(os.lstat(os.path.join(root, folder)).st_mode)
-            except OSError:
-                link = False
-            cache[folder] = link
-        if link:
-            return True
-    return False
+    """Whether one of ``rel``'s folders is a symbolic link.
+
+    ``cache`` maps a folder to whether it or one of its own folders is a link: a burst of
+    thousands of files in a few folders looks at each folder once.
+    """
+    parent = rel.rpartition("/")[0]
+    if not parent:
+        return False
+    known = cache.get(parent)
+    if known is None:
+        try:
+            link = stat.S_ISLNK(os.lstat(os.path.join(root, parent)).st_mode)
+        except OSError:
+            link = False
+        known = link or _beyond_symlink(parent, root, cache)
+        cache[parent] = known
+    return known
 
 
 def _inotify_watched() -> set[tuple[int, int]] | None:
