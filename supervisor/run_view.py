@@ -13,8 +13,8 @@ import psutil
 
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.contract import Contract
-from paella_tui.supervisor.events import Usage
 from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.usage import Usage
 
 RUN_STATES = ("running", "retry-wait", "recovering", "stopped", "dead", "done")
 
