@@ -1,0 +1,250 @@
+"""History: what the commands cost as a run's ledger grows to a day of records (issue 17, Build 1).
+
+One run grows a real ledger through the engine's own writer (``Ledger.append``, fsynced per
+record, the records the run loop writes: evaluations, gates started and finished, the agent's
+stats), with a real checkpoint (``take_checkpoint``) every 100 records: 1,000 of them at 100,000
+records. At 1k, 10k and 100k records (``--sizes``) it times, as whole processes and warm
+(after one untimed run), interleaved round-robin with the same commands on a fresh run of the
+same workspace (its first records only):
+
+- ``paella status``, ``paella status --json``, ``paella checkpoints``, ``paella checkpoint``
+  (each adds one checkpoint), ``paella log | tail -n 5``;
+- the peak RSS of each (``wait4``'s ``ru_maxrss``);
+- in this process, the evaluator's seed of a resumed run (``Evaluator(history=...)`` over the
+  ``gate-finished`` records), the part of ``paella resume`` that was quadratic.
+
+Targets (issue 17): ``status``, ``checkpoints`` and ``checkpoint`` within 1.3 × a fresh run at
+100k records and 1,000 checkpoints; RSS under 80 MB. Prints Markdown tables; exits 0 either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.harness import clean_env, commit_workspace, log, new_repo, work_folder
+from benchmarks.machine import cores_line, git_version, python_line
+from benchmarks.stats import median, ms
+from paella_tui.supervisor.checkpoints import take_checkpoint
+from paella_tui.supervisor.contract import load_contract
+from paella_tui.supervisor.evaluation import Evaluator
+from paella_tui.supervisor.events import (
+    AgentStarted,
+    AgentStats,
+    EvaluationFinished,
+    EvaluationStarted,
+    Event,
+    GateFinished,
+    GateResult,
+    GateStarted,
+)
+from paella_tui.supervisor.run_view import RunView
+from paella_tui.supervisor.runs import Run, RunStore
+from paella_tui.supervisor.snapshot import Snapshotter
+from paella_tui.supervisor.workspace import Workspace
+
+CONTRACT = {
+    "run": {"prompt": "build it", "agent": ["sleep", "3600"]},
+    "gate": [
+        {"name": "unit", "cmd": ["true"], "timeout": "60s"},
+        {"name": "lint", "cmd": ["true"], "timeout": "60s"},
+    ],
+    "episode": [
+        {"name": "first", "goal": "unit passes", "gates": ["unit"]},
+        {"name": "second", "goal": "lint passes too", "gates": ["unit", "lint"]},
+    ],
+}
+CHECKPOINT_EVERY = 100
+COMMANDS = {
+    "paella status": "paella status",
+    "paella status --json": "paella status --json",
+    "paella checkpoints": "paella checkpoints",
+    "paella checkpoint": "paella checkpoint --label bench",
+    "paella log | tail -n 5": "paella log | tail -n 5",
+}
+
+
+def _record(run: Run, event: Event) -> None:
+    """Append ``event`` as the run loop does (its kind and fields, one fsynced line)."""
+    kind = event.kind or "agent-stats"
+    run.ledger.append(kind, **event.record())
+
+
+def grow(
+    run: Run, snapshotter: Snapshotter, target: int, count: int, cycle: int
+) -> tuple[int, int]:
+    """Append cycles of ten records until the ledger holds ``target``; (records, cycles)."""
+    while count < target:
+        tree = f"{cycle:040x}"
+        _record(run, EvaluationStarted(tree=tree, reason="settled", gates=("unit", "lint")))
+        results = []
+        for gate in ("unit", "lint"):
+            _record(run, GateStarted(gate=gate, tree=tree))
+            status = "fail" if (cycle + len(gate)) % 7 == 0 else "pass"
+            result = GateResult(gate=gate, status=status, tree=tree, duration_s=1.5, exit_code=0)
+            results.append(result)
+            _record(run, GateFinished(result=result))
+        _record(run, EvaluationFinished(tree=tree, results=tuple(results), complete_episodes=1))
+        for _ in range(4):
+            _record(
+                run,
+                AgentStats(
+                    attempt=1, cpu_percent=12.5, rss_bytes=200_000_000, descendants=3, uptime_s=9.0
+                ),
+            )
+        count += 10
+        cycle += 1
+        if cycle % (CHECKPOINT_EVERY // 10) == 0:
+            take_checkpoint(run, snapshotter, episode=1, gates_green=("unit",), label="bench")
+            count += 1
+    return count, cycle
+
+
+def _time(command: str, cwd: Path, scratch: Path) -> tuple[float, int]:
+    """(wall seconds, peak RSS bytes of its largest process) of ``command`` in a shell.
+
+    The RSS comes from ``/usr/bin/time``: a child forked from this process would inherit this
+    process's high-water mark in ``ru_maxrss``, the small ``time`` passes on none.
+    """
+    report = scratch / "rss"
+    start = time.perf_counter()
+    subprocess.run(
+        ["/usr/bin/time", "-f", "%M", "-o", str(report), "sh", "-c", command],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        env=clean_env(),
+        check=True,
+    )
+    elapsed = time.perf_counter() - start
+    return elapsed, int(report.read_text().split()[-1]) * 1024
+
+
+def seed_seconds(run: Run, snapshotter: Snapshotter) -> float:
+    """Time the evaluator's seed from the run's ledger (what a resumed run does first)."""
+    contract = run.load_contract()
+    assert contract is not None
+    history = RunView.load(run).of_kind("gate-finished")
+
+    async def build() -> float:
+        start = time.perf_counter()
+        evaluator = Evaluator(
+            run=run,
+            contract=contract,
+            snapshotter=snapshotter,
+            emit=lambda e: None,
+            history=history,
+        )
+        elapsed = time.perf_counter() - start
+        await evaluator.close()
+        return elapsed
+
+    return asyncio.run(build())
+
+
+def main() -> int:
+    """Grow the ledger, time the commands at each size, print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--keep", type=Path, default=None)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if not shutil.which("/usr/bin/time"):
+        print("/usr/bin/time is needed for the RSS (apt-get install time)", file=sys.stderr)
+        return 2
+    if not shutil.which("paella"):
+        print("paella is not on PATH: activate the project's virtual environment", file=sys.stderr)
+        return 2
+    with contextlib.ExitStack() as stack:
+        root = work_folder(stack, args.keep, "paella-history-")
+        spaces = {}
+        for name in ("fresh", "grown"):
+            repo = root / name
+            new_repo(repo)
+            for i in range(200):
+                (repo / "src" / f"m{i}.py").write_text(f"X = {i}\n")
+            commit_workspace(repo, CONTRACT)
+            workspace = Workspace.find(repo)
+            contract = load_contract(repo / "paella.toml")
+            run = RunStore(workspace).create(contract, manual=False)
+            _record(run, AgentStarted(attempt=1, pid=1, create_time=0.0, argv=("sleep", "3600")))
+            spaces[name] = (repo, run, Snapshotter(workspace))
+        fresh_repo, fresh_run, fresh_snap = spaces["fresh"]
+        grown_repo, grown_run, grown_snap = spaces["grown"]
+        grow(fresh_run, fresh_snap, 20, 2, 0)
+        count, cycle = 2, 0
+        rows: list[tuple[int, int, str, float, float, int, int]] = []
+        seeds: list[tuple[int, float, float]] = []
+        for size in sizes:
+            started = time.perf_counter()
+            count, cycle = grow(grown_run, grown_snap, size, count, cycle)
+            ledger = grown_run.ledger.path.stat().st_size
+            log(
+                f"{count:,} records ({ledger / 1e6:.1f} MB) in {time.perf_counter() - started:.0f} s"
+            )
+            checkpoints = len(RunView.load(grown_run).checkpoints)
+            times: dict[tuple[str, str], list[float]] = {}
+            rss: dict[tuple[str, str], int] = {}
+            for command in COMMANDS.values():
+                for repo in (fresh_repo, grown_repo):
+                    _time(command, repo, root)  # warm
+            for _ in range(args.repeat):
+                for name, command in COMMANDS.items():
+                    for where, repo in (("fresh", fresh_repo), ("grown", grown_repo)):
+                        elapsed, peak = _time(command, repo, root)
+                        times.setdefault((name, where), []).append(elapsed)
+                        rss[(name, where)] = max(rss.get((name, where), 0), peak)
+            for name in COMMANDS:
+                rows.append(
+                    (
+                        count,
+                        checkpoints,
+                        name,
+                        median(times[(name, "fresh")]),
+                        median(times[(name, "grown")]),
+                        rss[(name, "fresh")],
+                        rss[(name, "grown")],
+                    )
+                )
+            seeds.append(
+                (count, seed_seconds(fresh_run, fresh_snap), seed_seconds(grown_run, grown_snap))
+            )
+    print(f"{cores_line()}\n{python_line()}\n- git {git_version()}")
+    print(f"- medians of {args.repeat} interleaved runs each, after one warm-up\n")
+    print(
+        "| records | checkpoints | command | fresh run | grown run | ratio | RSS fresh | RSS grown |"
+    )
+    print("|---:|---:|---|---:|---:|---:|---:|---:|")
+    for count, checkpoints, name, fresh, grown, rss_fresh, rss_grown in rows:
+        print(
+            f"| {count:,} | {checkpoints:,} | {name.replace('|', '\\|')} | {ms(fresh)} | {ms(grown)} "
+            f"| {grown / fresh:.2f} × | {rss_fresh / 1e6:.1f} MB | {rss_grown / 1e6:.1f} MB |"
+        )
+    print("\n| records | evaluator seed, fresh run | evaluator seed, grown run |")
+    print("|---:|---:|---:|")
+    for count, fresh, grown in seeds:
+        print(f"| {count:,} | {ms(fresh)} | {ms(grown)} |")
+    last = [r for r in rows if r[0] == rows[-1][0]]
+    print("\n| target (at the largest size) | measured | verdict |")
+    print("|---|---|---|")
+    for _count, _c, name, fresh, grown, _rf, rss_grown in last:
+        if name in ("paella status", "paella checkpoints", "paella checkpoint"):
+            ratio = grown / fresh
+            print(
+                f"| {name} ≤ 1.3 × a fresh run | {ratio:.2f} × | {'PASS' if ratio <= 1.3 else '**FAIL**'} |"
+            )
+        print(
+            f"| {name}: RSS < 80 MB | {rss_grown / 1e6:.1f} MB "
+            f"| {'PASS' if rss_grown < 80e6 else '**FAIL**'} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
