@@ -66,7 +66,7 @@ COMMANDS = {
     "paella status --json": "paella status --json",
     "paella checkpoints": "paella checkpoints",
     "paella checkpoint": "paella checkpoint --label bench",
-    "paella log | tail -n 5": "paella log | tail -n 5",
+    "paella log, piped to tail -n 5": "paella log | tail -n 5",
 }
 
 
@@ -223,7 +223,7 @@ def main() -> int:
     print("|---:|---:|---|---:|---:|---:|---:|---:|")
     for count, checkpoints, name, fresh, grown, rss_fresh, rss_grown in rows:
         print(
-            f"| {count:,} | {checkpoints:,} | {name.replace('|', '\\|')} | {ms(fresh)} | {ms(grown)} "
+            f"| {count:,} | {checkpoints:,} | {name} | {ms(fresh)} | {ms(grown)} "
             f"| {grown / fresh:.2f} × | {rss_fresh / 1e6:.1f} MB | {rss_grown / 1e6:.1f} MB |"
         )
     print("\n| records | evaluator seed, fresh run | evaluator seed, grown run |")
