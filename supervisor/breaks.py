@@ -18,6 +18,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from paella_tui.supervisor.bisect import Bisection, known_results, last_good_step
+
+# The folds live apart, so that ``paella status`` reads verdicts without the bisect machinery;
+# re-exported here for the modules that import them from this one.
+from paella_tui.supervisor.break_points import breaks_of as breaks_of
+from paella_tui.supervisor.break_points import since_rollback as since_rollback
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.contract import Contract
 from paella_tui.supervisor.events import (
@@ -34,27 +39,6 @@ from paella_tui.supervisor.snapshot import Snapshotter
 from paella_tui.supervisor.steps import TAIL_LINES, StepKeeper, StepRecord, prune_expired, steps_of
 
 log = logging.getLogger(__name__)
-
-
-def since_rollback(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records after the last completed rollback: the history that counts now."""
-    start = 0
-    for i, record in enumerate(records):
-        if record.get("kind") == "rollback-done":
-            start = i + 1
-    return list(records[start:])
-
-
-def breaks_of(records: Sequence[dict[str, Any]]) -> dict[str, BreakPoint]:
-    """The newest bisect verdict of each gate since the last rollback."""
-    found: dict[str, BreakPoint] = {}
-    for record in since_rollback(records):
-        if record.get("kind") == "bisect":
-            point = BreakPoint.from_json(record)
-            found[point.gate] = point
-        elif record.get("kind") == "bisect-started" and isinstance(record.get("gate"), str):
-            found[record["gate"]] = BreakPoint(gate=record["gate"], verdict="running")
-    return found
 
 
 class BreakTracker:

@@ -175,7 +175,7 @@ class RunView:
 
     def regressions(self, gates: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         """``status --json``'s ``regressions``: each regressed gate and where it broke."""
-        from paella_tui.supervisor.breaks import breaks_of
+        from paella_tui.supervisor.break_points import breaks_of
 
         found = breaks_of(self.records)
         out = []
