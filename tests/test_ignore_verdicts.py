@@ -19,7 +19,10 @@ from hypothesis import strategies as st
 from paella_tui.supervisor.gitcli import Git, encode_paths_z
 from paella_tui.supervisor.ignore_verdicts import IgnoreVerdicts, folders_of
 
-NAMES = ["a", "b", "build", "x.log", "keep", "c d", "ü*"]
+# No glob characters here: ``git check-ignore`` matches each path it is given as a pathspec glob
+# against the index, so ``x*/build`` counts as tracked when ``x*/a/build`` is. Names with glob
+# characters have their own test below, against what a snapshot leaves out.
+NAMES = ["a", "b", "build", "x.log", "keep", "c d", "ü"]
 RULES = [
     "*.log",
     "!x.log",
@@ -35,7 +38,7 @@ RULES = [
     "c d/",
     "!build/",
     "b/**",
-    "ü\\*",
+    "ü",
     "#comment",
 ]
 
@@ -146,3 +149,24 @@ def test_a_tracked_file_under_an_ignored_folder_is_not_ignored(tmp_path: Path) -
     (root / "gen" / "new.c").write_text("x\n")
     verdicts = IgnoreVerdicts(Git(root))
     assert verdicts.ignored(["gen/kept.c", "gen/new.c", "gen"]) == {"gen/new.c"}
+
+
+def test_a_name_with_glob_characters_is_only_itself(tmp_path: Path) -> None:
+    """``x*/build`` is ignored though ``x*/a/build`` is tracked: the verdict a snapshot follows
+    (``ls-files --others --ignored``), where ``check-ignore`` would take the name as a glob."""
+    root = make_repo(tmp_path / "repo")
+    (root / ".gitignore").write_text("build\n")
+    for rel in ("x*/a/build", "x*/build", "x?/build"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x\n")
+    subprocess.run(["git", "add", "-f", "x*/a/build"], cwd=root, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout
+    left_out = {p.decode() for p in listed.split(b"\0") if p}
+    assert left_out == {"x*/build", "x?/build"}
+    verdicts = IgnoreVerdicts(Git(root))
+    assert verdicts.ignored(["x*/a/build", "x*/build", "x?/build"]) == left_out
