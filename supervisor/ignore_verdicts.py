@@ -9,11 +9,17 @@ new files on a 20,000-file repository made 194 such calls and 35 s of git.
 So the two halves are asked apart, and only what a burst has not decided yet:
 
 - the rules, with ``check-ignore --no-index -v -n`` (one line of output per path asked, in
-  order), for each new path and for each of its folders not asked before, as ``folder/``. A
-  folder the rules ignore decides every path under it (git cannot re-include a file in an
-  excluded folder), so later batches of the same burst ask nothing for them;
+  order), for each new path and for each of its folders not asked before (a folder that exists:
+  asked for a missing one, git could not tell that a rule such as ``build/`` applies, and a
+  trailing slash would let the folder's own ``.gitignore`` judge it). A folder the rules ignore
+  decides every path under it (git cannot re-include a file in an excluded folder), so later
+  batches of the same burst ask nothing for them;
 - whether a path the rules ignore is tracked, with one ``ls-files`` of the top-most ignored
   folders (or files) not listed before. Nearly always these hold nothing tracked.
+
+One difference, on purpose: a path with glob characters is only itself here (``x*/build`` is
+ignored though ``x*/a/build`` is tracked), as a snapshot sees it, where ``check-ignore`` would
+match the name as a pathspec glob against the index.
 
 Verdicts live as long as this object: the watcher keeps one per burst, because the rules (and
 the index) may change between bursts.
