@@ -16,19 +16,22 @@ from pathlib import Path
 import pytest
 
 # What every command that opens the workspace and its newest run needs. ``snapshot`` comes with
-# ``checkpoints`` (snapshot records) and ``rollback`` with the warning about an interrupted one.
+# ``checkpoints`` (snapshot records), ``rollback`` with the warning about an interrupted one, and
+# ``byproducts`` (with ``globs``) with the files a snapshot leaves out.
 CORE = {
     "paella_tui",
     "paella_tui.cli",
     "paella_tui.commands",
     "paella_tui.commands.context",
     "paella_tui.supervisor",
+    "paella_tui.supervisor.byproducts",
     "paella_tui.supervisor.checkpoints",
     "paella_tui.supervisor.contract",
     "paella_tui.supervisor.durations",
     "paella_tui.supervisor.errors",
     "paella_tui.supervisor.files",
     "paella_tui.supervisor.gitcli",
+    "paella_tui.supervisor.globs",
     "paella_tui.supervisor.ledger",
     "paella_tui.supervisor.rollback",
     "paella_tui.supervisor.run_view",
@@ -50,7 +53,8 @@ ALLOWED = {
     ("status", "--tmux"): STATUS,
     ("status",): STATUS,
     ("status", "--json"): STATUS,
-    ("log",): STATUS | {"paella_tui.ledger_text"},
+    # The log says each record as the headless printer says its event.
+    ("log",): STATUS | {"paella_tui.ledger_text", "paella_tui.headless"},
     ("checkpoints",): SNAPSHOTS,
     ("checkpoint", "--label", "x"): SNAPSHOTS,
     ("--help",): {"paella_tui", "paella_tui.cli"},
