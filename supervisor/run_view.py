@@ -196,8 +196,26 @@ class RunView:
     def gate_results(self) -> dict[str, dict[str, Any]]:
         """The latest result of each gate, with whether it was ever green and has regressed."""
         results: dict[str, dict[str, Any]] = {}
+        # Verdicts by (gate, tree): a rollback restores a tree whose verdicts are already known,
+        # so the gates shown after it are that tree's (or pending), never the abandoned tree's.
+        known: dict[tuple[str, Any], dict[str, Any]] = {}
         ever_green = self.ever_green()
-        for record in self.of_kind("gate-finished", "gate-started"):
+        for record in self.of_kind("gate-finished", "gate-started", "rollback-done"):
+            if record["kind"] == "rollback-done":
+                tree = record.get("tree")
+                results = {
+                    name: dict(known[(name, tree)])
+                    if (name, tree) in known
+                    else {
+                        "name": name,
+                        "status": "pending",
+                        "tree": tree,
+                        "duration_s": None,
+                        "running": False,
+                    }
+                    for name in results
+                }
+                continue
             name = record.get("gate", "")
             if record["kind"] == "gate-started":
                 prior = results.get(name)
@@ -220,6 +238,8 @@ class RunView:
                 "duration_s": record.get("duration_s"),
                 "running": False,
             }
+            if not record.get("stale"):
+                known[(name, record.get("tree"))] = dict(results[name])
         for name, result in results.items():
             result["ever_green"] = name in ever_green
             result["regressed"] = name in ever_green and result["status"] in (

@@ -372,3 +372,27 @@ def test_init_agent_writes_a_profile_contract_that_check_accepts(
     assert again.returncode == 2
     assert "never overwrites" in again.stderr
     assert (repo / "paella.toml").read_text() == text
+
+
+def test_status_after_a_rollback_shows_the_restored_trees_verdicts(repo: Path, paella) -> None:
+    """A rollback from the command line leaves no stale verdict: the gates shown are the
+    restored tree's (known from when it was judged), not the abandoned tree's regression."""
+    contract = CONTRACT.replace('cmd = "true"', 'cmd = "test -f good"')
+    (repo / "paella.toml").write_text(contract)
+    (repo / "good").write_text("yes\n")
+    ok(paella(repo, "checkpoint"))  # opens the run
+    ok(paella(repo, "gates"))  # judges the checkpoint's tree: green
+    green = json.loads(ok(paella(repo, "status", "--json")).stdout)
+    assert [(g["name"], g["status"]) for g in green["gates"]] == [("ok", "pass")]
+    restored_tree = green["gates"][0]["tree"]
+
+    (repo / "good").unlink()
+    paella(repo, "gates")  # red on the new tree: a regression
+    red = json.loads(ok(paella(repo, "status", "--json")).stdout)
+    assert [(g["status"], g["regressed"]) for g in red["gates"]] == [("fail", True)]
+
+    ok(paella(repo, "rollback", "1", "--yes"))
+    after = json.loads(ok(paella(repo, "status", "--json")).stdout)
+    assert (repo / "good").read_text() == "yes\n"
+    gate = after["gates"][0]
+    assert (gate["status"], gate["regressed"], gate["tree"]) == ("pass", False, restored_tree)

@@ -17,7 +17,8 @@ import pytest
 
 # What every command that opens the workspace and its newest run needs. ``snapshot`` comes with
 # ``checkpoints`` (snapshot records), ``rollback`` with the warning about an interrupted one, and
-# ``byproducts`` (with ``globs``) with the files a snapshot leaves out.
+# ``byproducts`` (with ``globs``) with the files a snapshot leaves out; the snapshot's raw-bytes
+# hashing (``raw_blobs``), churn rule and owned lock, and the rollback's raw restore.
 CORE = {
     "paella_tui",
     "paella_tui.cli",
@@ -26,6 +27,7 @@ CORE = {
     "paella_tui.supervisor",
     "paella_tui.supervisor.byproducts",
     "paella_tui.supervisor.checkpoints",
+    "paella_tui.supervisor.churn",
     "paella_tui.supervisor.contract",
     "paella_tui.supervisor.durations",
     "paella_tui.supervisor.errors",
@@ -33,6 +35,9 @@ CORE = {
     "paella_tui.supervisor.gitcli",
     "paella_tui.supervisor.globs",
     "paella_tui.supervisor.ledger",
+    "paella_tui.supervisor.owned_lock",
+    "paella_tui.supervisor.raw_blobs",
+    "paella_tui.supervisor.raw_restore",
     "paella_tui.supervisor.rollback",
     "paella_tui.supervisor.run_view",
     "paella_tui.supervisor.runs",
