@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from paella_tui.supervisor.durations import parse_duration, parse_size
+from paella_tui.supervisor.files import read_regular_file
 
 CONTRACT_FILE = "paella.toml"
 """The contract's file name, at the workspace root."""
@@ -328,6 +329,39 @@ def check_gate_name(name: str) -> str | None:
         return f"a gate name cannot be {_quoted(name)} (it names a folder)"
     if not name.isprintable():
         return f"a gate name must be printable, got {_quoted(name)}"
+    if len(name.encode("utf-8", errors="surrogatepass")) > MAX_GATE_NAME_BYTES:
+        return (
+            f"a gate name names a folder, so it must fit in {MAX_GATE_NAME_BYTES} bytes "
+            f"(this one has {len(name.encode('utf-8', errors='surrogatepass'))})"
+        )
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"a gate name must be valid text, got {_quoted(name)}"
+    return None
+
+
+MAX_GATE_NAME_BYTES = 100
+"""Well under the 255 bytes a file name may have, so the gate's log folder can always be made."""
+MAX_PROMPT_BYTES = 1 << 20
+"""A task is text a person wrote; a bigger prompt_file is a mistake (or /dev/zero)."""
+
+
+def prompt_file_problem(prompt_file: str, root: Path) -> str | None:
+    """Why ``[run] prompt_file`` cannot be read as the task (missing, a folder, a device, too big)."""
+    path = root / prompt_file
+    try:
+        data = read_regular_file(path, MAX_PROMPT_BYTES)
+    except FileNotFoundError:
+        return f"prompt_file {prompt_file!r} does not exist (in {root})"
+    except OSError as exc:
+        return f"prompt_file {prompt_file!r} cannot be read: {exc.strerror or exc}"
+    except ValueError as exc:
+        return f"prompt_file {prompt_file!r} cannot be the task: {exc}"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"prompt_file {prompt_file!r} is not UTF-8 text"
     return None
 
 
@@ -942,6 +976,10 @@ def parse_contract(text: str, path: Path, *, default_name: str) -> Contract:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ContractError([_syntax_problem(path, exc, locator)]) from None
+    except RecursionError:
+        # tomllib recurses per nesting level: thousands of nested arrays exhaust the stack.
+        message = "not usable TOML: values are nested too deeply"
+        raise ContractError([Problem(path, None, "", message)]) from None
     checker = _Checker(path, locator)
     _top_level(checker, data)
     run = _read_run(checker, data, default_name)
@@ -971,17 +1009,23 @@ def parse_contract(text: str, path: Path, *, default_name: str) -> Contract:
     )
 
 
+MAX_CONTRACT_BYTES = 1 << 20
+"""A contract is a page of TOML; anything bigger is not one (and is not read whole)."""
+
+
 def load_contract(path: Path, *, default_name: str | None = None) -> Contract:
     """Read and validate the contract at `path`; the run name defaults to its folder's name."""
     if default_name is None:
         default_name = path.resolve().parent.name
     try:
-        data = path.read_bytes()
+        data = read_regular_file(path, MAX_CONTRACT_BYTES)
     except FileNotFoundError:
         message = f"no {CONTRACT_FILE} here: run `paella init` to write one"
         raise ContractError([Problem(path, None, "", message)]) from None
     except OSError as exc:
         raise ContractError([Problem(path, None, "", f"cannot read it: {exc.strerror}")]) from None
+    except ValueError as exc:
+        raise ContractError([Problem(path, None, "", str(exc))]) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

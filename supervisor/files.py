@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,34 @@ from paella_tui.supervisor.errors import WorkspaceError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+
+
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes.
+
+    A FIFO, a device (``/dev/zero``) or a folder would hang or exhaust memory: ValueError says
+    which (OSError for what the system refuses, FileNotFoundError when it is missing). The file
+    is opened without blocking, so a FIFO with no writer never stalls the check.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ValueError("it is a folder, not a file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("it is not a regular file (a pipe, a device or a socket)")
+        if info.st_size > limit:
+            raise ValueError(f"it is {info.st_size:,} bytes, over the limit of {limit:,}")
+        chunks = []
+        total = 0
+        while chunk := os.read(fd, 1 << 20):
+            total += len(chunk)
+            if total > limit:
+                raise ValueError(f"it is over the limit of {limit:,} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def ensure_dir(path: Path) -> Path:

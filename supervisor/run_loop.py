@@ -28,7 +28,7 @@ from paella_tui.supervisor.agent_process import AgentProcess, AgentStartError, E
 from paella_tui.supervisor.breaks import BreakTracker
 from paella_tui.supervisor.byproducts import byproduct_globs
 from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.contract import Contract, expand_placeholders
+from paella_tui.supervisor.contract import MAX_PROMPT_BYTES, Contract, expand_placeholders
 from paella_tui.supervisor.decoded_tail import DecodedTail
 from paella_tui.supervisor.drift import DriftTracker
 from paella_tui.supervisor.durations import format_duration
@@ -55,7 +55,7 @@ from paella_tui.supervisor.events import (
     Usage,
     WatchPaused,
 )
-from paella_tui.supervisor.files import write_atomic
+from paella_tui.supervisor.files import read_regular_file, write_atomic
 from paella_tui.supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
 from paella_tui.supervisor.output_tail import OutputSink, OutputTail
 from paella_tui.supervisor.process_tree import stop_tree
@@ -530,7 +530,14 @@ class RunLoop:
         # The display tail runs across attempts; a marker line separates them (and lets the
         # death report show this attempt's lines only).
         self.tail.feed(f"\n{ATTEMPT_MARKER}{self.attempt} ──\n".encode())
-        template, argv, env = self._command(resume=resume, handoff_path=handoff_path)
+        try:
+            template, argv, env = self._command(resume=resume, handoff_path=handoff_path)
+        except (OSError, ValueError) as err:
+            # The task file turned into something unreadable (deleted, a folder, a FIFO).
+            self.emit(Notice(message=f"cannot read the task: {err}", level="error"))
+            self.emit(RunStopped(reason=f"the agent could not start: cannot read the task: {err}"))
+            self.state = "stopped"
+            return None
         output: OutputSink = self.tail
         self._decoded = None
         if self.profile is not None and self.profile.stream_on(template):
@@ -604,7 +611,7 @@ class RunLoop:
         """The template chosen, the argv it expands to, and the agent's environment."""
         run_cfg = self.contract.run
         prompt_file = self._prompt_file()
-        prompt = prompt_file.read_text(errors="replace")
+        prompt = read_regular_file(prompt_file, MAX_PROMPT_BYTES).decode(errors="replace")
         handoff_text = handoff_path.read_text(errors="replace") if handoff_path else ""
         values = {
             "prompt": prompt,

@@ -28,6 +28,7 @@ TEST_IDENTITY = {
 # Variables that would point git or paella somewhere else, or change how they behave.
 _REMOVED = (
     "PAELLA_STATE_DIR",
+    "PAELLA_MIRROR",
     "PAELLA_TEST_KILL_AT",
     "GIT_DIR",
     "GIT_WORK_TREE",
@@ -45,9 +46,11 @@ _REMOVED = (
 
 
 @pytest.fixture(autouse=True, scope="session")
-def isolated_git_environment() -> Iterator[None]:
-    """No user or system git config, a test identity, NO_COLOR, no PAELLA_STATE_DIR."""
+def isolated_git_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No user or system git config, a test identity, NO_COLOR, no PAELLA_STATE_DIR, and a
+    private XDG state dir (where paella keeps its mirrors and run locks)."""
     with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
         for name in _REMOVED:
             mp.delenv(name, raising=False)
         mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)

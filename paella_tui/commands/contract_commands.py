@@ -13,7 +13,7 @@ from paella_tui.supervisor.byproducts import (
     gitignore_lines,
     untracked_byproducts,
 )
-from paella_tui.supervisor.contract import CONTRACT_FILE, Contract
+from paella_tui.supervisor.contract import CONTRACT_FILE, Contract, prompt_file_problem
 from paella_tui.supervisor.contract_template import (
     PLACEHOLDER_PROMPT,
     detect_gates,
@@ -197,6 +197,10 @@ def check(args: argparse.Namespace) -> int:
             problems.append(
                 (EXIT_USAGE, f"gate {gate.name!r}: command {gate.argv[0]!r} is not found on PATH")
             )
+    if contract.run.prompt_file:
+        unreadable = prompt_file_problem(contract.run.prompt_file, ws.root)
+        if unreadable:
+            problems.append((EXIT_USAGE, unreadable))
     busy = ws.operation_in_progress()
     if busy is not None:
         problems.append(

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 
 from paella_tui.commands.context import Context, command_found, warn
 from paella_tui.schemas import SCHEMA_VERSION
+from paella_tui.supervisor.contract import prompt_file_problem
 from paella_tui.supervisor.errors import UsageError, WorkspaceError
+from paella_tui.supervisor.run_lock import run_lock
 from paella_tui.supervisor.run_view import RunView, process_alive
 from paella_tui.supervisor.runs import Run
 
@@ -116,11 +118,18 @@ def run(args: argparse.Namespace) -> int:
             hint="install it, or fix `agent` in paella.toml (`paella check` shows the command). "
             "Nothing was started.",
         )
+    if contract.run.prompt_file:
+        unreadable = prompt_file_problem(contract.run.prompt_file, ctx.workspace.root)
+        if unreadable:
+            raise UsageError(
+                unreadable, hint="fix prompt_file in paella.toml. Nothing was started."
+            )
     tui = _use_tui(args)
     on_death = _on_death(args, tui=tui)
-    _refuse_if_supervised(ctx.store.current())
-    run_ = ctx.store.create(contract, manual=False)
-    return _supervise(run_, resume=False, on_death=on_death, tui=tui)
+    with run_lock(ctx.workspace, what="paella run"):
+        _refuse_if_supervised(ctx.store.current())
+        run_ = ctx.store.create(contract, manual=False)
+        return _supervise(run_, resume=False, on_death=on_death, tui=tui)
 
 
 def resume(args: argparse.Namespace) -> int:
@@ -131,17 +140,19 @@ def resume(args: argparse.Namespace) -> int:
     assert run_ is not None
     tui = _use_tui(args)
     on_death = _on_death(args, tui=tui)
-    _refuse_if_supervised(run_)
-    if RunView.load(run_).state() == "done":
-        print(
-            f"run {run_.run_id} is already done: every gate was green. Start a new one with `paella run`."
-        )
-        return 0
-    not_before = _limit_reset(run_, now=getattr(args, "now", False))
-    if not_before is not None and not_before < 0:
-        return 1
-    run_.ledger.append("resumed", paella_pid=os.getpid())
-    return _supervise(run_, resume=True, on_death=on_death, tui=tui, not_before=not_before)
+    with run_lock(ctx.workspace, what="paella resume", run_id=run_.run_id):
+        _refuse_if_supervised(run_)
+        if RunView.load(run_).state() == "done":
+            print(
+                f"run {run_.run_id} is already done: every gate was green. "
+                "Start a new one with `paella run`."
+            )
+            return 0
+        not_before = _limit_reset(run_, now=getattr(args, "now", False))
+        if not_before is not None and not_before < 0:
+            return 1
+        run_.ledger.append("resumed", paella_pid=os.getpid())
+        return _supervise(run_, resume=True, on_death=on_death, tui=tui, not_before=not_before)
 
 
 def _limit_reset(run_: Run, *, now: bool) -> float | None:
