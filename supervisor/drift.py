@@ -59,6 +59,22 @@ class DriftTracker:
         events += self._contract()
         return events
 
+    def protected_changes(self, tree: str) -> list[str]:
+        """Protected paths whose content in ``tree`` differs from the run's start (and
+        ``paella.toml`` when it differs from the frozen contract): while any does, the run is
+        not done, whatever the gates say (an edited test can turn its own gate green)."""
+        changed = self._changed_paths(tree)
+        hits = {
+            path
+            for constraint in self.contract.constraints
+            if constraint.protect
+            for path in changed
+            if match_any(path, constraint.protect)
+        }
+        if _sha256(self.workspace.root / CONTRACT_FILE) != self.contract_sha256:
+            hits.add(CONTRACT_FILE)
+        return sorted(hits)
+
     def _changed_paths(self, tree: str) -> set[str]:
         if tree == self.start_tree:
             return set()

@@ -65,6 +65,14 @@ def _list_of(check: Check) -> Check:
     return lambda value: isinstance(value, list) and all(check(item) for item in value)
 
 
+def _contract_info(value: object) -> bool:
+    return value is None or (
+        isinstance(value, dict)
+        and isinstance(value.get("sha256"), str)
+        and isinstance(value.get("path", ""), str)
+    )
+
+
 def _episode(value: object) -> bool:
     return value is None or value == "manual" or _count(value)
 
@@ -91,7 +99,7 @@ SCHEMAS: Mapping[str, Mapping[str, tuple[Check, bool]]] = {
         "run_id": (_str, True),
         "manual": (_bool, False),
         "reason": (_str, False),
-        "contract": (_optional(_dict), False),
+        "contract": (_contract_info, False),
         "head": (_optional(_object_id), False),
         "branch": (_optional(_str), False),
         "paella_pid": (_optional(_int), False),

@@ -217,6 +217,13 @@ class Mirror:
             return []
         return sorted(line.rpartition("/")[2] for line in out.splitlines() if "\t" in line)
 
+    def forget(self, run_id: str) -> None:
+        """Delete a run's refs and state from the mirror (``paella prune``), best effort."""
+        refs = [*(self.refs(run_id) or {}), f"{STATE_REF}/{run_id}"]
+        self.workspace.git.run(
+            ["push", "--quiet", "--no-verify", self.url, *(f":{ref}" for ref in refs)], check=False
+        )
+
     def restore_ref(self, ref: str) -> bool:
         """Fetch ``ref`` from the mirror into the repository (objects and all); True if it worked."""
         proc = self.workspace.git.run(

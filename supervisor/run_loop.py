@@ -57,13 +57,14 @@ from paella_tui.supervisor.events import (
 )
 from paella_tui.supervisor.files import read_regular_file, write_atomic
 from paella_tui.supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
+from paella_tui.supervisor.integrity import check_run
 from paella_tui.supervisor.output_tail import OutputSink, OutputTail
 from paella_tui.supervisor.process_tree import stop_tree
 from paella_tui.supervisor.profiles import DecodedStats, get_profile
 from paella_tui.supervisor.retry import RESET_MARGIN_S, classify, read_failure, retry_wait
 from paella_tui.supervisor.rollback import rollback
 from paella_tui.supervisor.run_view import RunView, process_alive
-from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.runs import Run, save_to_mirror
 from paella_tui.supervisor.steps import SequencedSnapshotter
 from paella_tui.supervisor.tree_diff import changes_between, totals
 from paella_tui.supervisor.watcher import WorkspaceWatcher
@@ -205,6 +206,7 @@ class RunLoop:
             records=view.records,
         )
         """Every settled change kept as a step; a bisect at every regression (issue 16)."""
+        self._integrity_reported: set[str] = set()
         self.drift: DriftTracker | None = None
         self.watcher = WorkspaceWatcher(
             self.workspace,
@@ -224,6 +226,9 @@ class RunLoop:
         if event.kind is not None:
             self.run_.ledger.append(event.kind, **event.record())
         self.breaks.observe(event)
+        if isinstance(event, RunDone | RunStopped):
+            # The verdict is kept outside the repository too.
+            save_to_mirror(self.run_)
         if isinstance(event, EvaluationFinished) and not event.stale and self.drift is not None:
             # Path drift needs git (diff-tree): judged in a thread, reported when it answers.
             task = asyncio.get_running_loop().create_task(self._check_tree(event.tree))
@@ -326,6 +331,7 @@ class RunLoop:
         orphan_note = await asyncio.to_thread(self._stop_orphans)
         if orphan_note:
             self._consumer(Notice(message=orphan_note, level="warning"))
+        await self._integrity()
         self._start_tree = await asyncio.to_thread(self._run_start_tree)
         self.breaks.start(self._start_tree)
         self.drift = DriftTracker(
@@ -443,6 +449,22 @@ class RunLoop:
             await self._background_checks()
             ending = classify(exited, all_gates_green=all_green, transient=self._transient)
             if ending == "done":
+                touched = await asyncio.to_thread(self.drift.protected_changes, finished.tree)
+                if touched:
+                    # The judge is the contract as frozen: green gates over edited tests or an
+                    # edited contract prove nothing until a person accepts or reverts the change.
+                    self.emit(
+                        DriftDetected(
+                            drift="protected",
+                            message=(
+                                f"not done: {_some_paths(touched)} differ from their content at "
+                                "run start, and the contract protects them. Revert them (roll back) "
+                                "or, if the change is right, accept it by starting a new run."
+                            ),
+                        )
+                    )
+                    ending = "claimed-done"
+            if ending == "done":
                 self.state = "done"
                 self.emit(
                     RunDone(tree=finished.tree, gates=tuple(r.gate for r in finished.results))
@@ -489,9 +511,18 @@ class RunLoop:
 
     async def _history_drift(self) -> None:
         assert self.drift is not None
+        await self._integrity()
         base = self.evaluator.base
         for drift in await asyncio.to_thread(self.drift.check_history, base.head if base else None):
             self.emit(drift)
+
+    async def _integrity(self) -> None:
+        """``history`` drift for state changed outside paella (refs, ledger, frozen contract),
+        restored from the mirror where it can be; each finding is said once."""
+        for finding in await asyncio.to_thread(check_run, self.run_, restore=True):
+            if finding not in self._integrity_reported:
+                self._integrity_reported.add(finding)
+                self.emit(DriftDetected(drift="history", message=finding))
 
     async def _decide_and_act(
         self, ending: str, exited: AgentExited, finished: EvaluationFinished | None
@@ -973,6 +1004,11 @@ class RunLoop:
                 if self.drift is not None:
                     for drift in self.drift.check_stall(self._last_activity, time.monotonic()):
                         self.emit(drift)
+
+
+def _some_paths(paths: list[str]) -> str:
+    shown = ", ".join(paths[:3])
+    return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
 def _names_session(template: tuple[str, ...]) -> bool:

@@ -13,6 +13,7 @@ import psutil
 
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.contract import Contract
+from paella_tui.supervisor.ledger import ChainBreak, LedgerRead
 from paella_tui.supervisor.runs import Run
 from paella_tui.supervisor.usage import Usage
 
@@ -40,14 +41,35 @@ class RunView:
     contract: Contract | None
     records: tuple[dict[str, Any], ...]
     warnings: list[str] = field(default_factory=list)
+    chain_break: ChainBreak | None = None
+    """Where the ledger's hash chain breaks: records from ``chain_break.index`` on are untrusted."""
+    _trusted_refs: set[str] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, run: Run) -> RunView:
         """Read the run's ledger and frozen contract."""
         read = run.ledger.read()
         return cls(
-            run=run, contract=run.load_contract(), records=read.records, warnings=list(read.skipped)
+            run=run,
+            contract=run.load_contract(),
+            records=read.records,
+            warnings=list(read.skipped),
+            chain_break=read.chain_break,
         )
+
+    def trusted(self, index: int) -> bool:
+        """Whether ``records[index]`` comes before any break of the ledger's hash chain."""
+        return self.chain_break is None or index < self.chain_break.index
+
+    def rollback_target_ok(self, record: SnapshotRecord) -> bool:
+        """Whether a snapshot may be restored: its record is trusted (before any chain break, and
+        agreeing with the mirror on ref, commit and tree where the mirror holds the run)."""
+        if self._trusted_refs is None:
+            from paella_tui.supervisor.integrity import trusted_snapshot_refs
+
+            read = LedgerRead(self.records, (), self.chain_break)
+            self._trusted_refs = trusted_snapshot_refs(self.run, read)
+        return record.ref in self._trusted_refs
 
     def of_kind(self, *kinds: str) -> list[dict[str, Any]]:
         """Ledger records of the given kinds, oldest first."""
@@ -68,11 +90,14 @@ class RunView:
         """The base: the newest green (episode) checkpoint since the run started or the last
         rollback, or the checkpoint that rollback restored (SPEC 6)."""
         base: SnapshotRecord | None = None
-        by_ref = {c.ref: c for c in self.checkpoints}
+        by_ref = {c.ref: c for c in self.checkpoints if self.rollback_target_ok(c)}
         for record in self.records:
             kind = record.get("kind")
             if kind == "checkpoint" and isinstance(record.get("episode"), int):
-                base = SnapshotRecord.from_ledger(record)
+                candidate = SnapshotRecord.from_ledger(record)
+                # A checkpoint the ledger cannot vouch for is never the base (a forged record
+                # must not become the state a rollback restores).
+                base = candidate if candidate.ref in by_ref else base
             elif kind == "rollback-done" and not _is_step_ref(record.get("target_ref")):
                 # A rollback to a step keeps the base it came after (issue 16).
                 restored = by_ref.get(record.get("target_ref", ""))
@@ -253,7 +278,9 @@ class RunView:
         """One of RUN_STATES."""
         agent = self.agent()
         last_kind = ""
-        for record in self.records:
+        for index, record in enumerate(self.records):
+            if record.get("kind") == "run-done" and not self.trusted(index):
+                continue  # a "done" written after the chain broke proves nothing
             if record.get("kind") in (
                 "run-done",
                 "run-stopped",
@@ -300,7 +327,9 @@ class RunView:
             try:
                 import hashlib
 
-                changed = hashlib.sha256(live.read_bytes()).hexdigest() != contract_info["sha256"]
+                changed = hashlib.sha256(live.read_bytes()).hexdigest() != contract_info.get(
+                    "sha256"
+                )
             except OSError:
                 changed = True
         gates_now = self.gate_results()
@@ -355,8 +384,8 @@ class RunView:
             "run_id": self.run.run_id,
             "state": state,
             "contract": {
-                "path": contract_info["path"] if contract_info else None,
-                "sha256": contract_info["sha256"] if contract_info else None,
+                "path": contract_info.get("path") if contract_info else None,
+                "sha256": contract_info.get("sha256") if contract_info else None,
                 "changed": changed,
             },
             "agent": self.agent(),

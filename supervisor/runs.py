@@ -65,12 +65,15 @@ class Run:
         return f"{self.workspace.ref_namespace}/{self.run_id}"
 
     def load_contract(self) -> Contract | None:
-        """The frozen contract, or None for a manual run started without one."""
-        if not self.contract_copy.exists():
-            return None
-        from paella_tui.supervisor.contract import load_contract
+        """The frozen contract, verified against its recorded sha256 (a changed copy gives way to
+        the mirror's); None for a manual run, or when no trusted copy is left (see integrity)."""
+        from paella_tui.supervisor.contract import parse_contract
+        from paella_tui.supervisor.integrity import frozen_contract
 
-        return load_contract(self.contract_copy, default_name=self.workspace.root.name)
+        text = frozen_contract(self).text
+        if text is None:
+            return None
+        return parse_contract(text, self.contract_copy, default_name=self.workspace.root.name)
 
 
 class RunStore:
@@ -80,12 +83,37 @@ class RunStore:
         self.workspace = workspace
         self.state_dir = workspace.state_dir
         self.runs_dir = self.state_dir / "runs"
+        self.restored: str | None = None
+        """What was brought back from the mirror, for a loud warning (``history`` drift)."""
 
     def run_ids(self) -> list[str]:
         """Every run id on disk, oldest first."""
-        if not self.runs_dir.is_dir():
+        try:
+            names = [p.name for p in self.runs_dir.iterdir()]
+        except OSError:
             return []
-        return sorted(p.name for p in self.runs_dir.iterdir() if RUN_ID_PATTERN.match(p.name))
+        return sorted(
+            name for name in names if RUN_ID_PATTERN.match(name) and (self.runs_dir / name).is_dir()
+        )
+
+    def _restore_from_mirror(self) -> None:
+        from paella_tui.supervisor.integrity import restore_runs
+        from paella_tui.supervisor.mirror import Mirror
+
+        mirror = Mirror.for_workspace(self.workspace)
+        if mirror.local is not None and not (mirror.local / "HEAD").is_file():
+            return
+        try:
+            ensure_dir(self.runs_dir)
+        except OSError:
+            return
+        restored = restore_runs(self.runs_dir, mirror)
+        if restored:
+            self.restored = (
+                f"paella's state folder {self.state_dir} had lost its runs: "
+                f"{len(restored)} run(s) restored from the mirror ({mirror.describe()})"
+            )
+            write_atomic(self.state_dir / "current", restored[-1] + "\n")
 
     def get(self, run_id: str) -> Run:
         """The run with this id, or a UsageError naming the runs that exist."""
@@ -95,12 +123,19 @@ class RunStore:
         return Run(self.workspace, run_id)
 
     def current(self) -> Run | None:
-        """The newest run (the ``current`` pointer, else the newest folder), or None."""
+        """The newest run (the ``current`` pointer, else the newest folder), or None.
+
+        When the state folder lost every run (``rm -rf .git/paella``), the runs the mirror holds
+        are brought back first, and ``restored`` says so.
+        """
         pointer = self.state_dir / "current"
         try:
-            run_id = pointer.read_text().strip()
-        except FileNotFoundError:
+            run_id = pointer.read_bytes().decode("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            # Missing, a folder, unreadable or not text: fall back to the newest run folder.
             run_id = ""
+        if not self.run_ids():
+            self._restore_from_mirror()
         if RUN_ID_PATTERN.match(run_id) and (self.runs_dir / run_id).is_dir():
             return Run(self.workspace, run_id)
         ids = self.run_ids()
@@ -137,6 +172,7 @@ class RunStore:
             paella_pid=os.getpid(),
         )
         write_atomic(self.state_dir / "current", run.run_id + "\n")
+        save_to_mirror(run)
         return run
 
     def current_or_manual(self, reason: str) -> Run:
@@ -156,7 +192,10 @@ class RunStore:
         return self.create(contract, manual=True, reason=reason)
 
     def delete(self, run: Run) -> None:
-        """Remove a run's state folder and repoint ``current`` at the newest run left."""
+        """Remove a run's state folder (and its mirror copy) and repoint ``current``."""
+        from paella_tui.supervisor.mirror import Mirror
+
+        Mirror.for_workspace(self.workspace).forget(run.run_id)
         shutil.rmtree(run.dir)
         remaining = self.run_ids()
         pointer = self.state_dir / "current"
@@ -164,3 +203,14 @@ class RunStore:
             write_atomic(pointer, remaining[-1] + "\n")
         elif pointer.exists():
             pointer.unlink()
+
+
+def save_to_mirror(run: Run, new_refs: dict[str, str] | None = None) -> str | None:
+    """Copy the run's ledger and contract (and ``new_refs``) to the mirror; a failure is
+    recorded in the ledger (``mirror-failed``) and returned, never raised."""
+    from paella_tui.supervisor.mirror import Mirror
+
+    problem = Mirror.for_workspace(run.workspace).save(run.run_id, run.dir, new_refs)
+    if problem is not None:
+        run.ledger.append("mirror-failed", error=problem)
+    return problem

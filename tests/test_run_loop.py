@@ -833,19 +833,27 @@ async def test_editing_a_protected_file_is_protected_drift(
 
     code = await s.run_loop(policy("stop"))
 
-    # Drift is a warning, recorded and handed off; the gates decide done.
-    assert code == 0, s.story()
+    # Green gates over an edited protected test prove nothing: the run is not done, and the
+    # change is named (once as it happened, once as the reason it is not done).
+    assert code == 1, s.story()
     drift = s.drift("protected")
-    assert len(drift) == 1, s.story()
+    assert len(drift) == 2, s.story()
     assert drift[0].path == "tests/test_ingest.py"
+    assert drift[1].message.startswith("not done: tests/test_ingest.py")
     assert "tests/test_ingest.py" in drift[0].message and rule in drift[0].message
     records = s.ledger("drift")
-    assert [(r["drift"], r["path"]) for r in records] == [("protected", "tests/test_ingest.py")]
+    assert [(r["drift"], r["path"]) for r in records] == [
+        ("protected", "tests/test_ingest.py"),
+        ("protected", None),
+    ]
     # Even when the check answers after the agent ended, the warning comes before the verdict,
-    # and the verdict is the run's last word.
+    # and the verdict (not done: stopped) is the run's last word.
     kinds = s.kinds()
-    assert kinds.index("drift") < kinds.index("run-done") and kinds[-1] == "run-done", kinds
-    assert isinstance(s.events[-1], RunDone), s.story()
+    assert "run-done" not in kinds
+    assert kinds.index("drift") < kinds.index("run-stopped") and kinds[-1] == "run-stopped", kinds
+    assert isinstance(s.events[-1], RunStopped), s.story()
+    handoff = (s.run.dir / "handoff.md").read_text()
+    assert "tests/test_ingest.py" in handoff
     assert (s.repo / "tests" / "test_ingest.py").read_text().endswith("# skip the hard part\n")
     await s.finish()
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from paella_tui.supervisor.byproducts import snapshotter_for
 from paella_tui.supervisor.contract import CONTRACT_FILE, Contract, load_contract
 from paella_tui.supervisor.errors import UsageError
+from paella_tui.supervisor.integrity import check_run
 from paella_tui.supervisor.rollback import interrupted_rollback
 from paella_tui.supervisor.runs import Run, RunStore
 from paella_tui.supervisor.snapshot import Snapshotter
@@ -53,7 +54,7 @@ class Context:
             self.workspace.root / CONTRACT_FILE, default_name=self.workspace.root.name
         )
 
-    def current_run(self, *, required: bool = True) -> Run | None:
+    def current_run(self, *, required: bool = True, restore: bool = False) -> Run | None:
         """The newest run, after warning about anything it left unfinished."""
         run = self.store.current()
         if run is None:
@@ -63,19 +64,26 @@ class Context:
                     hint="start one with `paella run`, or take a checkpoint with `paella checkpoint`.",
                 )
             return None
-        self.report(run)
+        self.report(run, restore=restore)
         return run
 
     def run_for_writing(self, reason: str) -> Run:
         """The newest run, or a manual run opened to hold ``reason`` when there is none."""
         run = self.store.current_or_manual(reason)
-        self.report(run)
+        self.report(run, restore=True)
         return run
 
-    def report(self, run: Run) -> None:
-        """Warn about a torn ledger line or an interrupted rollback of ``run``."""
+    def report(self, run: Run, *, restore: bool = False) -> None:
+        """Warn about state that was tampered with (restoring it from the mirror when asked),
+        a skipped ledger line, or an interrupted rollback of ``run``."""
+        if self.store.restored:
+            warn(f"history: {self.store.restored}")
+        findings = check_run(run, restore=restore)
+        for finding in findings:
+            warn(f"history: {finding}")
         for line in run.ledger.read().skipped:
-            warn(line)
+            if "hash chain" not in line:  # said above, as history drift
+                warn(line)
         pending = interrupted_rollback(run)
         if pending is not None:
             warn(pending.advice())

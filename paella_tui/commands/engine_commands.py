@@ -19,6 +19,7 @@ from paella_tui.commands.context import Context, command_found, warn
 from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor.contract import prompt_file_problem
 from paella_tui.supervisor.errors import UsageError, WorkspaceError
+from paella_tui.supervisor.integrity import frozen_contract
 from paella_tui.supervisor.run_lock import run_lock
 from paella_tui.supervisor.run_view import RunView, process_alive
 from paella_tui.supervisor.runs import Run
@@ -70,6 +71,12 @@ def _supervise(
     from paella_tui.supervisor.run_loop import RunLoop, install_signal_handlers, policy
 
     contract = run.load_contract()
+    frozen = frozen_contract(run)
+    if contract is None and frozen.findings:
+        raise WorkspaceError(
+            frozen.findings[0],
+            hint="start a new run with `paella run` (it freezes paella.toml again).",
+        )
     if contract is None:
         raise UsageError(
             f"run {run.run_id} has no frozen contract (a manual run)",

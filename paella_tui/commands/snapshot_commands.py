@@ -133,12 +133,19 @@ def rollback(args: argparse.Namespace) -> int:
     """Restore a checkpoint (default: the last green one), salvaging the current state first."""
     ctx = Context.open()
     ctx.workspace.require_quiet("roll back", needs_index=True)
-    run = ctx.current_run()
+    run = ctx.current_run(restore=True)
     assert run is not None
     view = RunView.load(run)
     target = (
         _named_target(run, args.target) if args.target else _default_target(view, "roll back to")
     )
+    if target.kind in ("checkpoints", "salvage") and not view.rollback_target_ok(target):
+        raise UsageError(
+            f"{target.name} is not a trusted snapshot: the mirror does not confirm its ref, "
+            "commit and tree, so its ledger record may have been forged",
+            hint="`paella checkpoints` lists the snapshots; `paella log` shows where the ledger "
+            "breaks. Nothing was changed.",
+        )
     agent = view.agent()
     snapshotter = ctx.snapshotter(run)
     if not args.yes:
