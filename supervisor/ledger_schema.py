@@ -133,16 +133,17 @@ SCHEMAS: Mapping[str, Mapping[str, tuple[Check, bool]]] = {
         "exit_meaning": (_optional(_str), False),
         "usage": (_optional(_dict), False),
     },
+    # Gate and evaluation trees are only compared, never handed to git: any string will do.
     "evaluation-started": {
-        "tree": (_object_id, True),
+        "tree": (_str, True),
         "reason": (_str, False),
         "gates": (_STRS, False),
     },
-    "gate-started": {"gate": (_str, True), "tree": (_object_id, True)},
+    "gate-started": {"gate": (_str, True), "tree": (_str, True)},
     "gate-finished": {
         "gate": (_str, True),
         "status": (_str, True),
-        "tree": (_object_id, True),
+        "tree": (_str, True),
         "duration_s": (_optional(_number), False),
         "exit_code": (_optional(_int), False),
         "attempts": (_optional(_count), False),
@@ -152,7 +153,7 @@ SCHEMAS: Mapping[str, Mapping[str, tuple[Check, bool]]] = {
         "message": (_str, False),
     },
     "evaluation-finished": {
-        "tree": (_object_id, True),
+        "tree": (_str, True),
         "complete_episodes": (_count, True),
         "stale": (_bool, False),
         "green": (_STRS, False),
@@ -189,7 +190,7 @@ SCHEMAS: Mapping[str, Mapping[str, tuple[Check, bool]]] = {
         "by": (_str, False),
     },
     "handoff-written": {"path": (_str, True), "size": (_count, False)},
-    "run-done": {"tree": (_object_id, True), "gates": (_STRS, False)},
+    "run-done": {"tree": (_str, True), "gates": (_STRS, False)},
     "run-stopped": {"reason": (_str, False)},
     "rollback-refused": {
         "target": (_str, True),
