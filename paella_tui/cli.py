@@ -433,6 +433,13 @@ def _change_directory(folders: Sequence[str]) -> None:
             ) from err
 
 
+def _flush_mirror() -> None:
+    # A checkpoint's record reaches the mirror from a background thread; let it land.
+    runs = sys.modules.get("paella_tui.supervisor.runs")
+    if runs is not None:
+        runs.wait_for_mirror()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``paella`` console script; returns the exit status."""
     parser = build_parser()
@@ -446,7 +453,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Callable[[argparse.Namespace], int] = getattr(
             import_module(f"paella_tui.commands.{module_name}"), func_name
         )
-        return handler(args)
+        try:
+            return handler(args)
+        finally:
+            _flush_mirror()
     except KeyboardInterrupt:
         print("\npaella: interrupted", file=sys.stderr)
         return 130

@@ -145,6 +145,18 @@ def refs_against_mirror(run: Run, read: LedgerRead, *, restore: bool = False) ->
     return findings
 
 
+def ensure_snapshot(run: Run, ref: str, commit: str) -> bool:
+    """Make sure ``commit`` is in the repository (fetching ``ref`` back from the mirror if it was
+    deleted or pruned there); True when it is."""
+    git = run.workspace.git
+    if git.rev_parse(f"{commit}^{{commit}}") is not None:
+        return True
+    mirror = Mirror.for_workspace(run.workspace)
+    if (mirror.refs(run.run_id) or {}).get(ref) != commit:
+        return False
+    return mirror.restore_ref(ref) and git.rev_parse(f"{commit}^{{commit}}") is not None
+
+
 def confirmed(run: Run, record: dict[str, Any], mirrored: dict[str, str] | None) -> bool:
     """Whether a snapshot record's ref, commit and tree agree with the mirror and the repository."""
     if mirrored is None:
@@ -181,6 +193,10 @@ def trusted_snapshot_refs(run: Run, read: LedgerRead) -> set[str]:
 def check_run(run: Run, *, restore: bool = False) -> list[str]:
     """Every integrity finding about ``run``; with ``restore``, what can be put back is."""
     findings = ledger_against_mirror(run, restore=restore)
+    pointer = run.workspace.state_dir / "current"
+    if restore and not pointer.is_file():
+        with contextlib.suppress(OSError):
+            write_atomic(pointer, run.run_id + "\n")
     read = run.ledger.read()
     if read.chain_break is not None:
         findings.append(read.chain_break.describe(run.ledger.path))

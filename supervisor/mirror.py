@@ -121,24 +121,55 @@ class Mirror:
         return None
 
     def save(
-        self, run_id: str, run_dir: Path, new_refs: dict[str, str] | None = None
+        self,
+        run_id: str,
+        run_dir: Path,
+        new_refs: dict[str, str] | None = None,
+        *,
+        state: bool = True,
     ) -> str | None:
-        """Push ``new_refs`` (ref -> commit, create-only) and the run's ledger and contract."""
+        """Push ``new_refs`` (ref -> commit, create-only) and, with ``state``, the run's ledger
+        and contract."""
         problem = self.ensure()
         if problem:
             return problem
         git = self.workspace.git
         try:
-            state = self._state_commit(git, run_id, run_dir)
-            refspecs = [f"+{state}:{STATE_REF}/{run_id}"]
+            refspecs = []
+            refused = self._refuse_state(run_id, run_dir) if state else None
+            if state and refused is None:
+                commit = self._state_commit(git, run_id, run_dir)
+                refspecs.append(f"+{commit}:{STATE_REF}/{run_id}")
             leases = []
             for ref, commit in sorted((new_refs or {}).items()):
                 refspecs.append(f"{commit}:{ref}")
                 # An empty expected value: the push creates the ref and never moves an existing one.
                 leases.append(f"--force-with-lease={ref}:")
-            self._push(git, leases, refspecs)
+            if refspecs:
+                self._push(git, leases, refspecs)
         except (OSError, GitError) as err:
             return f"could not update the mirror {self.url}: {err}"
+        return refused
+
+    def _refuse_state(self, run_id: str, run_dir: Path) -> str | None:
+        """Why the run's files must not replace the mirror's copy: the ledger no longer extends
+        it, or the frozen contract differs from it (the mirror keeps the last good copy)."""
+        copy = self.state(run_id)
+        if copy is None:
+            return None
+        try:
+            with (run_dir / LEDGER_NAME).open("rb") as handle:
+                prefix = handle.read(copy.ledger_bytes)
+            contract_path = run_dir / CONTRACT_NAME
+            contract = contract_path.read_bytes() if copy.contract_sha256 else b""
+        except OSError:
+            return f"the run's state in {run_dir} is unreadable: the mirror keeps its copy"
+        if len(prefix) != copy.ledger_bytes or hashlib.sha256(prefix).hexdigest() != (
+            copy.ledger_sha256
+        ):
+            return "the ledger no longer extends the mirror's copy: the mirror keeps its copy"
+        if copy.contract_sha256 and hashlib.sha256(contract).hexdigest() != copy.contract_sha256:
+            return "the frozen contract differs from the mirror's copy: the mirror keeps its copy"
         return None
 
     def _state_commit(self, git: Git, run_id: str, run_dir: Path) -> str:

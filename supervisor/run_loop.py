@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from paella_tui.supervisor.contract import MAX_PROMPT_BYTES, Contract, expand_pl
 from paella_tui.supervisor.decoded_tail import DecodedTail
 from paella_tui.supervisor.drift import DriftTracker
 from paella_tui.supervisor.durations import format_duration
+from paella_tui.supervisor.errors import PaellaError
 from paella_tui.supervisor.evaluation import Evaluator
 from paella_tui.supervisor.events import (
     AgentExited,
@@ -57,14 +59,14 @@ from paella_tui.supervisor.events import (
 )
 from paella_tui.supervisor.files import read_regular_file, write_atomic
 from paella_tui.supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
-from paella_tui.supervisor.integrity import check_run
+from paella_tui.supervisor.integrity import check_run, ensure_snapshot
 from paella_tui.supervisor.output_tail import OutputSink, OutputTail
 from paella_tui.supervisor.process_tree import stop_tree
 from paella_tui.supervisor.profiles import DecodedStats, get_profile
 from paella_tui.supervisor.retry import RESET_MARGIN_S, classify, read_failure, retry_wait
 from paella_tui.supervisor.rollback import rollback
 from paella_tui.supervisor.run_view import RunView, process_alive
-from paella_tui.supervisor.runs import Run, save_to_mirror
+from paella_tui.supervisor.runs import Run, save_to_mirror, save_to_mirror_soon
 from paella_tui.supervisor.steps import SequencedSnapshotter
 from paella_tui.supervisor.tree_diff import changes_between, totals
 from paella_tui.supervisor.watcher import WorkspaceWatcher
@@ -229,6 +231,8 @@ class RunLoop:
         if isinstance(event, RunDone | RunStopped):
             # The verdict is kept outside the repository too.
             save_to_mirror(self.run_)
+        elif isinstance(event, RolledBack | RecoveryChosen):
+            save_to_mirror_soon(self.run_)
         if isinstance(event, EvaluationFinished) and not event.stale and self.drift is not None:
             # Path drift needs git (diff-tree): judged in a thread, reported when it answers.
             task = asyncio.get_running_loop().create_task(self._check_tree(event.tree))
@@ -347,6 +351,15 @@ class RunLoop:
         try:
             await self._watching(tasks[0])
             return await self._attempts()
+        except PaellaError as err:
+            # A step of the supervision itself failed (a held index.lock, a rollback git
+            # refused): the run stops cleanly, recorded, with the commands that continue it.
+            return self._failed(err.message, err.hint)
+        except Exception as err:  # a bug must still end in run-stopped, never a dead run
+            log = self.run_.dir / "paella-error.log"
+            with contextlib.suppress(OSError):
+                write_atomic(log, traceback.format_exc())
+            return self._failed(f"paella failed: {type(err).__name__}: {err}", f"details: {log}")
         finally:
             # The verdict is in: nothing is judged or recorded after it (no evaluation a late
             # watcher trigger queued, no drift check of one).
@@ -888,7 +901,9 @@ class RunLoop:
 
     async def _rollback(self, target: SnapshotRecord) -> None:
         # The watcher sees the restored files and queues an evaluation; the restored tree's
-        # results are cached, so it re-runs nothing.
+        # results are cached, so it re-runs nothing. A snapshot deleted or pruned in the
+        # repository comes back from the mirror first.
+        await asyncio.to_thread(ensure_snapshot, self.run_, target.ref, target.commit)
         result = await asyncio.to_thread(rollback, self.run_, target, snapshotter=self.snapshotter)
         restored = (
             target if target.kind == "checkpoints" and isinstance(target.episode, int) else None
@@ -916,6 +931,15 @@ class RunLoop:
             for c in changes_between(self.workspace, since, now_tree)
         ]
         return render_handoff(handoff_inputs_from_view(view, changes=changes, ending=ending))
+
+    def _failed(self, what: str, hint: str | None) -> int:
+        base = self.evaluator.base
+        steps = ["fix the cause, then `paella resume` continues from the current state"]
+        if base is not None:
+            steps.append(f"`paella rollback {base.name} --yes` restores the last green checkpoint")
+        message = f"{what}" + (f" ({hint})" if hint else "")
+        self.emit(Notice(message=message, level="error"))
+        return self._stopped(f"{what}. To continue: {'; '.join(steps)}.")
 
     def _stopped(self, reason: str) -> int:
         self.state = "stopped"

@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import shutil
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -205,12 +206,40 @@ class RunStore:
             pointer.unlink()
 
 
-def save_to_mirror(run: Run, new_refs: dict[str, str] | None = None) -> str | None:
-    """Copy the run's ledger and contract (and ``new_refs``) to the mirror; a failure is
-    recorded in the ledger (``mirror-failed``) and returned, never raised."""
+_MIRROR_LOCK = threading.Lock()
+"""One push at a time from this process: the state copies must land in the order they were taken."""
+
+
+def save_to_mirror(
+    run: Run, new_refs: dict[str, str] | None = None, *, state: bool = True
+) -> str | None:
+    """Copy ``new_refs`` and (with ``state``) the run's ledger and contract to the mirror; a
+    failure is recorded in the ledger (``mirror-failed``) and returned, never raised."""
     from paella_tui.supervisor.mirror import Mirror
 
-    problem = Mirror.for_workspace(run.workspace).save(run.run_id, run.dir, new_refs)
+    with _MIRROR_LOCK:
+        problem = Mirror.for_workspace(run.workspace).save(
+            run.run_id, run.dir, new_refs, state=state
+        )
     if problem is not None:
         run.ledger.append("mirror-failed", error=problem)
     return problem
+
+
+def save_to_mirror_soon(run: Run) -> None:
+    """``save_to_mirror(run)`` in a background thread: a checkpoint is news at once, and its
+    record reaches the mirror a moment later (any later save carries it too)."""
+    thread = threading.Thread(
+        target=save_to_mirror, args=(run,), name="paella-mirror", daemon=True
+    )
+    _PENDING.append(thread)
+    thread.start()
+
+
+_PENDING: list[threading.Thread] = []
+
+
+def wait_for_mirror(timeout: float = 30.0) -> None:
+    """Let the background mirror saves finish (a command calls this before it exits)."""
+    while _PENDING:
+        _PENDING.pop().join(timeout)

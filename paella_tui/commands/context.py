@@ -11,6 +11,7 @@ from paella_tui.supervisor.byproducts import snapshotter_for
 from paella_tui.supervisor.contract import CONTRACT_FILE, Contract, load_contract
 from paella_tui.supervisor.errors import UsageError
 from paella_tui.supervisor.integrity import check_run
+from paella_tui.supervisor.run_lock import holder
 from paella_tui.supervisor.rollback import interrupted_rollback
 from paella_tui.supervisor.runs import Run, RunStore
 from paella_tui.supervisor.snapshot import Snapshotter
@@ -78,7 +79,8 @@ class Context:
         a skipped ledger line, or an interrupted rollback of ``run``."""
         if self.store.restored:
             warn(f"history: {self.store.restored}")
-        findings = check_run(run, restore=restore)
+        # Restoring is safe whenever no supervisor is writing this run's state.
+        findings = check_run(run, restore=restore or holder(self.workspace) is None)
         for finding in findings:
             warn(f"history: {finding}")
         for line in run.ledger.read().skipped:

@@ -11,6 +11,7 @@ from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor import checkpoints as ckpt
 from paella_tui.supervisor.checkpoints import SnapshotRecord
 from paella_tui.supervisor.errors import UsageError
+from paella_tui.supervisor.integrity import ensure_snapshot
 from paella_tui.supervisor.rollback import rollback as do_rollback
 from paella_tui.supervisor.run_view import RunView
 from paella_tui.supervisor.runs import Run
@@ -95,6 +96,8 @@ def checkpoints(args: argparse.Namespace) -> int:
         episode = f"episode {c.episode}" if isinstance(c.episode, int) else "manual"
         gates = ", ".join(c.gates_green) or "-"
         extra = f"  ⚠ {len(c.skipped_files)} left out" if c.skipped_files else ""
+        if not view.rollback_target_ok(c):
+            extra += "  ⚠ not confirmed by the mirror: never a rollback target"
         print(
             f" {mark} {c.n:>3}  {c.t[:19].replace('T', ' ')}  {c.commit[:10]}  {episode:<10} "
             f"{c.label}  [green: {gates}]{extra}"
@@ -146,6 +149,8 @@ def rollback(args: argparse.Namespace) -> int:
             hint="`paella checkpoints` lists the snapshots; `paella log` shows where the ledger "
             "breaks. Nothing was changed.",
         )
+    # A snapshot deleted or pruned in the repository is fetched back from the mirror.
+    ensure_snapshot(run, target.ref, target.commit)
     agent = view.agent()
     snapshotter = ctx.snapshotter(run)
     if not args.yes:
