@@ -433,6 +433,15 @@ def _change_directory(folders: Sequence[str]) -> None:
             ) from err
 
 
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def _flush_mirror() -> None:
     # A checkpoint's record reaches the mirror from a background thread; let it land.
     runs = sys.modules.get("paella_tui.supervisor.runs")
@@ -450,16 +459,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     module_name, func_name = _HANDLERS[args.command]
     try:
         _change_directory(args.chdir)
+        try:
+            os.getcwd()
+        except OSError:
+            print(
+                "paella: the current folder no longer exists (it was deleted or moved): "
+                "cd into your project (or give -C DIR) and run it again",
+                file=sys.stderr,
+            )
+            return 3
         handler: Callable[[argparse.Namespace], int] = getattr(
             import_module(f"paella_tui.commands.{module_name}"), func_name
         )
         try:
-            return handler(args)
+            code = handler(args)
+            # Flushed here, where a closed pipe is caught, not at interpreter exit.
+            sys.stdout.flush()
+            return code
         finally:
             _flush_mirror()
     except KeyboardInterrupt:
         print("\npaella: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`paella status | head -1`): end quietly, as a filter should.
+        _silence_stdout()
+        return 0
     except Exception as err:  # one place turns every known error into a message and a status
         from paella_tui.supervisor.contract import ContractError
         from paella_tui.supervisor.errors import PaellaError
@@ -476,4 +501,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(err, PaellaError):
             print(f"paella: {err}", file=sys.stderr)
             return err.exit_code
+        if isinstance(err, OSError):
+            # A state file or folder that is not what it should be (a folder where a file
+            # belongs, no permission): a workspace problem, said in one line.
+            where = f" {err.filename}" if err.filename else ""
+            print(
+                f"paella: cannot use{where}: {err.strerror or err}; fix or remove it and try again",
+                file=sys.stderr,
+            )
+            return 3
         raise

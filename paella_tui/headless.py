@@ -5,6 +5,8 @@ For CI logs, pipes and ``NO_COLOR`` terminals; the TUI consumes the same event s
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 import sys
 import time
@@ -148,19 +150,36 @@ def describe_event(event: Event) -> str | None:
 def printer(stream: TextIO | None = None) -> Callable[[Event], None]:
     """An event consumer that prints each event's line with its local time."""
 
+    closed = False
+
     def emit(event: Event) -> None:
+        nonlocal closed
         line = describe_event(event)
-        if line is None:
+        if line is None or closed:
             return
         out = stream or sys.stdout
         clock = time.strftime("%H:%M:%S", time.localtime(event.at))
-        print(
-            "\n".join(
-                f"{clock}  {part}" if i == 0 else f"          {part}"
-                for i, part in enumerate(line.split("\n"))
-            ),
-            file=out,
-            flush=True,
-        )
+        try:
+            print(
+                "\n".join(
+                    f"{clock}  {part}" if i == 0 else f"          {part}"
+                    for i, part in enumerate(line.split("\n"))
+                ),
+                file=out,
+                flush=True,
+            )
+        except (BrokenPipeError, ValueError):
+            # Whoever read the lines went away (`| head`): the run goes on, supervised and
+            # recorded in the ledger; only the printing stops.
+            closed = True
+            silence_stdout()
 
     return emit
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so a closed pipe fails no later write (nor the exit flush)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

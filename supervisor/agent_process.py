@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from paella_tui.supervisor.output_tail import OutputSink, OutputTail
+from paella_tui.supervisor.process_cage import Cage
 from paella_tui.supervisor.process_tree import (
     LeftoverProcess,
     ProcessStats,
@@ -172,10 +173,13 @@ class AgentProcess:
         child_env[MARKER_ENV] = token
         if tty:
             child_env.setdefault("TERM", "xterm-256color")
+        cage = Cage.create("agent")
         try:
-            popen, output_fd = _spawn(argv, cwd=cwd, env=child_env, tty=tty)
+            popen, output_fd = _spawn(argv, cwd=cwd, env=child_env, tty=tty, cage=cage)
         except BaseException:
             os.close(log_fd)
+            if cage is not None:
+                cage.remove()
             raise
         try:
             return cls(
@@ -184,7 +188,7 @@ class AgentProcess:
                 log_fd=log_fd,
                 log_path=log_file,
                 tty=tty,
-                tree=ProcessTree(popen.pid, marker=(MARKER_ENV, token)),
+                tree=ProcessTree(popen.pid, marker=(MARKER_ENV, token), cage=cage),
                 tail=tail if tail is not None else OutputTail(),
                 on_output=on_output,
                 leftover_grace=leftover_grace,
@@ -426,21 +430,33 @@ class AgentProcess:
 
 
 def _spawn(
-    argv: list[str], *, cwd: str | os.PathLike[str], env: dict[str, str], tty: bool
+    argv: list[str],
+    *,
+    cwd: str | os.PathLike[str],
+    env: dict[str, str],
+    tty: bool,
+    cage: Cage | None = None,
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """Start the process; return it and the non-blocking fd its output arrives on."""
+    """Start the process (in ``cage`` from its first instruction); return it and the
+    non-blocking fd its output arrives on."""
+    steps: list[Callable[[], None]] = [cage.enter] if cage is not None else []
     if tty:
         read_fd, child_fd = pty.openpty()
         _configure_pty(child_fd)
         stdin: int = child_fd
-        preexec: Callable[[], None] | None = _take_controlling_terminal
+        steps.append(_take_controlling_terminal)
     else:
         read_fd, child_fd = os.pipe()
         with contextlib.suppress(OSError):
             # A bigger pipe means fewer wake-ups while the agent writes a lot.
             fcntl.fcntl(read_fd, _F_SETPIPE_SZ, _PIPE_SIZE)
         stdin = subprocess.DEVNULL
-        preexec = None
+
+    def run_steps() -> None:
+        for step in steps:
+            step()
+
+    preexec: Callable[[], None] | None = run_steps if steps else None
     try:
         popen = subprocess.Popen(
             argv,

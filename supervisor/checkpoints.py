@@ -112,9 +112,12 @@ def find(run: Run, name: str) -> SnapshotRecord:
     text = name.strip()
     if text.startswith("salvage:"):
         kind, text = "salvage", text.removeprefix("salvage:")
-    if not text.isdigit():
+    # ASCII digits only ("²" is a digit to str.isdigit), and few of them: int() of thousands of
+    # digits is refused by Python itself.
+    if not (text.isascii() and text.isdigit() and len(text) <= 9):
+        shown = name if len(name) <= 40 else name[:37] + "..."
         raise UsageError(
-            f"{name!r} names no snapshot",
+            f"{shown!r} names no snapshot",
             hint="use a checkpoint number (3) or salvage:N (salvage:1)",
         )
     wanted = int(text)

@@ -31,7 +31,13 @@ from paella_tui.supervisor.durations import format_duration
 from paella_tui.supervisor.events import GREEN, GateResult, GateStatus
 from paella_tui.supervisor.failures import failing_tests_in_log
 from paella_tui.supervisor.files import FILE_MODE, ensure_dir
-from paella_tui.supervisor.process_tree import LeftoverProcess, ProcessTree, stop_tree
+from paella_tui.supervisor.process_cage import Cage
+from paella_tui.supervisor.process_tree import (
+    LeftoverProcess,
+    ProcessTree,
+    become_subreaper,
+    stop_tree,
+)
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +163,9 @@ async def _attempt(
     _note(log_fd, f'gate "{gate.name}" on tree {tree[:12]}: {gate.cmd}')
     output_start = os.fstat(log_fd).st_size
     started = time.monotonic()
+    # Subreaper: what the gate orphans is re-parented to us, not lost to init.
+    become_subreaper()
+    cage = Cage.create(f"gate-{gate.name}")
     try:
         popen = subprocess.Popen(
             argv,
@@ -167,12 +176,15 @@ async def _attempt(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=cage.enter if cage is not None else None,
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument
+        if cage is not None:
+            cage.remove()
         message = _start_error(gate, argv[0], cwd, exc)
         return _Outcome("error", exit_code=None, message=message, summary=message)
     # The root stays unreaped until our own wait below, so it can always be looked up here.
-    tree_ = ProcessTree(popen.pid, marker=(MARKER_ENV, token))
+    tree_ = ProcessTree(popen.pid, marker=(MARKER_ENV, token), cage=cage)
     exited = _wait_in_thread(popen)
     refresher = asyncio.create_task(_refresh(tree_), name=f"gate-{gate.name}-tree")
     timed_out = False
@@ -204,7 +216,11 @@ async def _attempt(
         return _Outcome("timeout", exit_code=None, message=message, summary=message, tail=tail)
     took = format_duration(elapsed)
     if returncode == 0:
-        return _Outcome("pass", exit_code=0, message="", summary=f"exit 0 after {took}", tail=tail)
+        # Named in the result (ledger, screen): a gate that leaves processes behind is news.
+        left = f"stopped what it left running: {_names(leftovers)}" if leftovers else ""
+        return _Outcome(
+            "pass", exit_code=0, message=left, summary=f"exit 0 after {took}", tail=tail
+        )
     how = f"killed by {_signal_name(-returncode)}" if returncode < 0 else f"exit {returncode}"
     return _Outcome(
         "fail",

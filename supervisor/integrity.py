@@ -41,7 +41,9 @@ def recorded_contract_sha(read: LedgerRead) -> str | None:
     return None
 
 
-def frozen_contract(run: Run, read: LedgerRead | None = None, *, restore: bool = False) -> FrozenContract:
+def frozen_contract(
+    run: Run, read: LedgerRead | None = None, *, restore: bool = False
+) -> FrozenContract:
     """The frozen contract's text, verified against its recorded sha256 and the mirror's copy.
 
     A copy that differs from the recorded hash is drift: the mirror's copy (when its hash is the
@@ -65,7 +67,9 @@ def frozen_contract(run: Run, read: LedgerRead | None = None, *, restore: bool =
     if data is not None and _sha(data) == expected:
         return FrozenContract(data.decode("utf-8", errors="replace"))
     what = "is missing" if data is None else "was changed after the run started"
-    findings = [f"the run's frozen contract {path} {what} (its sha256 is no longer the one recorded)"]
+    findings = [
+        f"the run's frozen contract {path} {what} (its sha256 is no longer the one recorded)"
+    ]
     mirrored = mirror.read_file(run.run_id, CONTRACT_NAME)
     if mirrored is not None and _sha(mirrored) == expected:
         findings[0] += f"; the run is judged by the mirror's copy ({mirror.describe()})"

@@ -30,6 +30,8 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import psutil
 
+from paella_tui.supervisor.process_cage import Cage
+
 log = logging.getLogger(__name__)
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -38,6 +40,8 @@ _POLL_S = 0.05
 # (uninterruptible I/O); do not wait for such a one forever.
 _KILL_WAIT_S = 5.0
 _HISTORY = 10_000
+_ROOTS: set[int] = set()
+"""Pids of the processes paella started as tree roots: never mistaken for an escaped orphan."""
 _HAS_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
@@ -124,14 +128,24 @@ class _Member:
 class ProcessTree:
     """Every process of the tree rooted at `root_pid` ever seen, and how to reach them."""
 
-    def __init__(self, root_pid: int, *, marker: tuple[str, str] | None = None) -> None:
-        """Start tracking `root_pid`; `marker` is an environment (name, value) only the tree has.
+    def __init__(
+        self,
+        root_pid: int,
+        *,
+        marker: tuple[str, str] | None = None,
+        cage: Cage | None = None,
+    ) -> None:
+        """Start tracking `root_pid`; `marker` is an environment (name, value) only the tree has,
+        `cage` a cgroup that holds the whole tree (every process in it is a member).
 
         Raises psutil.NoSuchProcess if the root is already gone (reaped).
         """
         self._lock = threading.RLock()
         self._root_pid = root_pid
         self._marker = marker
+        self.cage = cage if cage is not None and cage.holds(root_pid) else None
+        """The tree's cgroup, when the root is really in it."""
+        _ROOTS.add(root_pid)
         self._my_pid = os.getpid()
         self._members: dict[int, _Member] = {}
         self._history: deque[TrackedProcess] = deque(maxlen=_HISTORY)
@@ -173,6 +187,12 @@ class ProcessTree:
             if not _same_process(member.proc):
                 del self._members[member.proc.pid]
         queue = list(self._members)
+        if self.cage is not None:
+            # The cgroup lists every member, whatever it did to its session, group or
+            # environment, and whoever it was re-parented to.
+            queue.extend(
+                pid for pid in self.cage.pids() if pid not in self._members and self._try_add(pid)
+            )
         if self._marker is not None:
             queue.extend(self._adopt_marked_children())
         while queue:
@@ -325,11 +345,25 @@ class ProcessTree:
             current.add(key)
             if key in self._not_ours:
                 continue
-            if self._has_marker(proc) and self._try_add(pid):
+            if (self._has_marker(proc) or self._escaped_orphan(proc)) and self._try_add(pid):
                 yield pid
             else:
                 self._not_ours.add(key)
         self._not_ours &= current
+
+    def _escaped_orphan(self, proc: psutil.Process) -> bool:
+        """A child of ours we never started, born while this tree ran, outside our session.
+
+        Without a cgroup this is how a double fork that scrubbed the marker and called setsid
+        is still found: as a child subreaper we inherit it. Our own helpers (git) share our
+        session; the roots we start are registered.
+        """
+        if self.cage is not None or proc.pid in _ROOTS:
+            return False
+        try:
+            return proc.create_time() >= self.started - 1.0 and os.getsid(proc.pid) != os.getsid(0)
+        except (psutil.Error, OSError):
+            return False
 
     def _has_marker(self, proc: psutil.Process) -> bool:
         assert self._marker is not None
@@ -382,6 +416,9 @@ def stop_tree(target: ProcessTree | Iterable[int], grace: float) -> list[Leftove
         time.sleep(_POLL_S)
         alive = sweep(signal.SIGTERM)
     if alive:
+        for tree in trees:
+            if tree.cage is not None:
+                tree.cage.kill()
         kill_deadline = time.monotonic() + _KILL_WAIT_S
         while sweep(signal.SIGKILL) and time.monotonic() < kill_deadline:
             time.sleep(_POLL_S / 5)
@@ -390,6 +427,8 @@ def stop_tree(target: ProcessTree | Iterable[int], grace: float) -> list[Leftove
                 log.warning("process %d did not die after SIGKILL", proc.pid)
     for tree in trees:
         tree.reap()
+        if tree.cage is not None and not tree.cage.pids():
+            tree.cage.remove()
     return list(stopped.values())
 
 

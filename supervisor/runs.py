@@ -229,9 +229,7 @@ def save_to_mirror(
 def save_to_mirror_soon(run: Run) -> None:
     """``save_to_mirror(run)`` in a background thread: a checkpoint is news at once, and its
     record reaches the mirror a moment later (any later save carries it too)."""
-    thread = threading.Thread(
-        target=save_to_mirror, args=(run,), name="paella-mirror", daemon=True
-    )
+    thread = threading.Thread(target=save_to_mirror, args=(run,), name="paella-mirror", daemon=True)
     _PENDING.append(thread)
     thread.start()
 

@@ -11,8 +11,8 @@ from paella_tui.supervisor.byproducts import snapshotter_for
 from paella_tui.supervisor.contract import CONTRACT_FILE, Contract, load_contract
 from paella_tui.supervisor.errors import UsageError
 from paella_tui.supervisor.integrity import check_run
-from paella_tui.supervisor.run_lock import holder
 from paella_tui.supervisor.rollback import interrupted_rollback
+from paella_tui.supervisor.run_lock import holder
 from paella_tui.supervisor.runs import Run, RunStore
 from paella_tui.supervisor.snapshot import Snapshotter
 from paella_tui.supervisor.workspace import Workspace

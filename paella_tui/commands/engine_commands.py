@@ -286,6 +286,11 @@ def handoff(args: argparse.Namespace) -> int:
     from paella_tui.supervisor.tree_diff import changes_between
 
     ctx = Context.open()
+    out_problem = _output_problem(args.output) if args.output else None
+    if out_problem:
+        raise UsageError(
+            f"-o {args.output}: {out_problem}", hint="name a file. Nothing was written."
+        )
     run_ = ctx.current_run()
     assert run_ is not None
     view = RunView.load(run_)
@@ -310,3 +315,18 @@ def handoff(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _output_problem(output: str) -> str | None:
+    """Why ``-o FILE`` cannot be written (a folder, a missing or unwritable folder), or None."""
+    path = Path(output)
+    if output.endswith("/") or path.is_dir():
+        return "is a folder"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"its folder {parent} does not exist"
+    if not os.access(parent, os.W_OK):
+        return f"its folder {parent} is not writable"
+    if path.exists() and not path.is_file():
+        return "is not a regular file"
+    return None
