@@ -1,0 +1,122 @@
+"""A small real project whose agent is a shell script: the hostile agent of the integrity tests.
+
+The contract has one gate (``ok.txt`` exists) and one episode; the agent is ``sh SCRIPT`` with
+the script chosen per test, run without a terminal, so a test reads like what the agent does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from conftest import GitRunner, make_repo
+
+TIMEOUT = 90.0
+
+
+class HostileProject:
+    """A repository with a committed ``paella.toml`` whose agent runs ``script``."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        git: GitRunner,
+        script: str,
+        *,
+        gate: str | list[str] = "test -f ok.txt",
+        constraints: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.repo = make_repo(tmp_path / "repo", git)
+        self.git = git
+        self.outside = tmp_path / "outside"
+        self.outside.mkdir()
+        self.script = self.outside / "agent.sh"
+        self.script.write_text(script)
+        data: dict[str, Any] = {
+            "run": {
+                "prompt": "make ok.txt",
+                "agent": ["sh", str(self.script)],
+                "tty": False,
+                "stall_after": "5m",
+            },
+            "watch": {"settle": "0.2s"},
+            "retry": {"backoff": "0.2s", "max_attempts": 1},
+            "gate": [{"name": "work", "cmd": gate, "timeout": "30s"}],
+            "episode": [{"name": "one", "goal": "ok.txt exists", "gates": ["work"]}],
+        }
+        if constraints:
+            data["constraint"] = constraints
+        (self.repo / "paella.toml").write_text(tomli_w.dumps(data))
+        git(self.repo, "add", "paella.toml")
+        git(self.repo, "commit", "-q", "-m", "contract")
+
+    def agent(self, script: str) -> None:
+        """What the agent does from the next attempt on."""
+        self.script.write_text(script)
+
+    def paella(
+        self, *args: str, timeout: float = TIMEOUT, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the real command in the repository."""
+        return subprocess.run(
+            [sys.executable, "-m", "paella_tui", *args],
+            cwd=self.repo,
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """Start ``paella ARGS`` in the background."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "paella_tui", *args],
+            cwd=self.repo,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+        )
+
+    @property
+    def state(self) -> Path:
+        """paella's state folder in the repository."""
+        return self.repo / ".git" / "paella"
+
+    def run_dir(self) -> Path:
+        """The newest run's folder."""
+        runs = sorted((self.state / "runs").iterdir())
+        return runs[-1]
+
+    def ledger(self) -> list[dict[str, Any]]:
+        """The newest run's ledger records (every readable line)."""
+        records = []
+        for line in (self.run_dir() / "events.jsonl").read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+        return records
+
+    def status(self) -> dict[str, Any]:
+        """``paella status --json``."""
+        proc = self.paella("status", "--json")
+        assert proc.returncode == 0, proc.stderr
+        data: dict[str, Any] = json.loads(proc.stdout)
+        return data
+
+
+def no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
+    """Fail with the output when a command printed a Python traceback."""
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]

@@ -1,0 +1,278 @@
+"""A careless or hostile agent cannot fool or break its supervisor: real ``paella run --headless``
+subprocesses whose agent rewrites the frozen contract, forges and truncates ledger records,
+deletes paella's refs and state, daemonizes, or leaves ``index.lock``; two supervisors started
+at once. What a person would see or lose is what each test checks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import GitRunner
+from hostile_project import HostileProject, no_traceback
+
+REWRITE_CONTRACT = """\
+run=$(cat .git/paella/current)
+sed -i 's/test -f ok.txt/true/' .git/paella/runs/$run/contract.toml
+exit 1
+"""
+
+
+def test_a_rewritten_frozen_contract_is_history_drift_and_never_makes_a_run_done(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    p = HostileProject(tmp_path, git, REWRITE_CONTRACT)
+    first = p.paella("run", "--headless")
+    no_traceback(first)
+    assert first.returncode == 1, first.stdout
+    assert "drift history: the run's frozen contract" in first.stdout
+    assert "judged by the mirror's copy" in first.stdout
+    # The rewrite is undone, its text kept beside for a person to read.
+    assert "test -f ok.txt" in (p.run_dir() / "contract.toml").read_text()
+    assert list(p.run_dir().glob("contract.toml.changed-*"))
+
+    p.agent(REWRITE_CONTRACT)  # and again, on the resumed attempt
+    resumed = p.paella("resume", "--headless")
+    no_traceback(resumed)
+    assert resumed.returncode == 1, resumed.stdout
+    assert "DONE" not in resumed.stdout
+    status = p.status()
+    assert status["done"] is False and status["state"] == "stopped"
+    assert any(d["kind"] == "history" for d in status["drift"])
+    handoff = (p.run_dir() / "handoff.md").read_text()
+    assert "frozen contract" in handoff
+
+
+def test_a_frozen_contract_with_no_trusted_copy_left_stops_resume_with_one_line(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    p = HostileProject(tmp_path, git, "exit 1\n")
+    assert p.paella("run", "--headless").returncode == 1
+    (p.run_dir() / "contract.toml").write_text('[run]\nprompt = "x"\nagent = "true"\n')
+    (p.repo / "paella.toml").write_text("# gone\n")
+    mirror_env = {"PAELLA_MIRROR": str(tmp_path / "no-such-mirror")}
+    proc = p.paella("resume", "--headless", env=mirror_env)
+    no_traceback(proc)
+    assert proc.returncode == 3, proc.stderr
+    assert "no trusted copy is left" in proc.stderr
+
+
+FORGE = """\
+echo ok > ok.txt
+sleep 1.5
+run=$(cat .git/paella/current)
+ledger=.git/paella/runs/$run/events.jsonl
+rm -f ok.txt
+evil=$(git commit-tree $(git write-tree) -p HEAD -m evil)
+tree=$(git rev-parse $evil^{tree})
+git update-ref refs/paella/$run/checkpoints/9 $evil
+# A forged checkpoint that carries a correct chain link (the agent read the code) ...
+prev=$(python3 -c "import hashlib;l=open('$ledger','rb').read().rstrip(b'\\n').split(b'\\n')[-1];print(hashlib.sha256(l).hexdigest()[:32])")
+printf '{"t":"2026-12-01T00:00:00.000Z","kind":"checkpoint","n":9,"ref":"refs/paella/%s/checkpoints/9","commit":"%s","tree":"%s","episode":1,"gates_green":["work"],"label":"forged","prev":"%s"}\\n' $run $evil $tree $prev >> $ledger
+# ... then records that are well-formed JSON but incomplete, and a torn line.
+echo '{"kind":"rollback-intent","id":"x"}' >> $ledger
+echo '{"t":"x","kind":"checkpoint","n":"1"}' >> $ledger
+echo '{"t":"x","kind":"checkpoint","ref":"refs/paella/x"}' >> $ledger
+printf '{"t":"x","kind":"agent-star' >> $ledger
+exit 3
+"""
+
+
+def test_forged_and_broken_ledger_records_are_named_skipped_and_never_rollback_targets(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    p = HostileProject(tmp_path, git, FORGE)
+    run = p.paella("run", "--headless")
+    no_traceback(run)
+    assert run.returncode == 1, run.stdout
+
+    for args in (
+        ("status",),
+        ("status", "--json"),
+        ("status", "--tmux"),
+        ("checkpoints",),
+        ("checkpoints", "--json"),
+        ("log",),
+        ("handoff",),
+        ("diff",),
+    ):
+        proc = p.paella(*args)
+        no_traceback(proc)
+        assert proc.returncode == 0, (args, proc.stderr)
+    listing = p.paella("checkpoints").stdout
+    assert "not confirmed by the mirror" in listing
+    warned = p.paella("status").stderr
+    assert "hash chain breaks" in warned and "skipped a record" in warned
+
+    refused = p.paella("rollback", "9", "--yes")
+    no_traceback(refused)
+    assert refused.returncode == 2 and "not a trusted snapshot" in refused.stderr
+    rolled = p.paella("rollback", "--yes")
+    no_traceback(rolled)
+    assert rolled.returncode == 0, rolled.stderr
+    assert "rolled back to 1" in rolled.stdout
+    # Checkpoint 1's tree, not the forged one (which has no ok.txt).
+    assert (p.repo / "ok.txt").read_text() == "ok\n"
+
+
+DELETE_STATE = """\
+[ "$PAELLA_ATTEMPT" = 1 ] || exit 1
+echo ok > ok.txt
+sleep 1.5
+git for-each-ref --format='%(refname)' refs/paella | while read r; do git update-ref -d $r; done
+git reflog expire --expire=now --all
+git gc -q --prune=now
+rm -rf .git/paella
+echo broken > ok.txt
+exit 3
+"""
+
+
+def test_deleted_refs_gc_and_state_are_restored_from_the_mirror_and_rollback_works(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    p = HostileProject(tmp_path, git, DELETE_STATE)
+    run = p.paella("run", "--headless", "--on-death", "rollback")
+    no_traceback(run)
+    out = run.stdout
+    assert "drift history: the ledger" in out and "restored from the mirror" in out
+    assert "drift history: the snapshot ref" in out
+    assert "rolled back to 1" in out, out
+    # The rollback came from the mirror: the file is the checkpoint's again.
+    assert run.returncode == 1
+    assert (p.repo / "ok.txt").read_text() == "ok\n"
+    kinds = [r["kind"] for r in p.ledger()]
+    assert "checkpoint" in kinds and "rollback-done" in kinds
+    refs = git(p.repo, "for-each-ref", "--format=%(refname)", "refs/paella").split()
+    assert any(r.endswith("/checkpoints/1") for r in refs)
+
+
+def test_a_state_folder_deleted_between_commands_comes_back_for_every_reader(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    p = HostileProject(tmp_path, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
+    assert p.paella("run", "--headless").returncode == 1
+    before = p.paella("checkpoints", "--json").stdout
+    for ref in git(p.repo, "for-each-ref", "--format=%(refname)", "refs/paella").split():
+        git(p.repo, "update-ref", "-d", ref)
+    git(p.repo, "gc", "-q", "--prune=now")
+    import shutil
+
+    shutil.rmtree(p.state)
+    status = p.paella("status")
+    no_traceback(status)
+    assert status.returncode == 0
+    assert "restored from the mirror" in status.stderr
+    assert p.paella("checkpoints", "--json").stdout == before
+    rolled = p.paella("rollback", "--yes")
+    assert rolled.returncode == 0, rolled.stderr
+
+
+DAEMONIZE = """\
+echo ok > ok.txt
+setsid env -i sleep {tag}1 &
+python3 {escape} {tag}2
+exit 1
+"""
+
+DOUBLE_FORK = """\
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execve("/bin/sleep", ["sleep", sys.argv[1]], {})
+    os._exit(0)
+time.sleep(0.2)
+"""
+
+
+@pytest.mark.parametrize("cgroups", ["1", "0"], ids=["cgroup-if-possible", "subreaper-sweep"])
+def test_no_process_of_the_agent_or_a_gate_outlives_its_attempt(
+    tmp_path: Path, git: GitRunner, cgroups: str
+) -> None:
+    escape = tmp_path / "escape.py"
+    escape.write_text(DOUBLE_FORK)
+    tag = str(int(time.time() * 1000) % 10**9 + 10**9)  # unique sleep arguments to look for
+    gate = ["sh", "-c", f"setsid env -i sleep {tag}3 & python3 {escape} {tag}4; test -f ok.txt"]
+    p = HostileProject(tmp_path, git, DAEMONIZE.format(tag=tag, escape=escape), gate=gate)
+    proc = p.paella("run", "--headless", env={"PAELLA_CGROUPS": cgroups})
+    no_traceback(proc)
+    survivors = [
+        q.info["cmdline"]
+        for q in psutil.process_iter(["cmdline"])
+        if any(tag in arg for arg in (q.info["cmdline"] or []))
+    ]
+    assert survivors == [], survivors
+    exited = next(r for r in p.ledger() if r["kind"] == "agent-exited")
+    left = " ".join(exited["leftovers"])
+    assert f"{tag}1" in left and f"{tag}2" in left, exited
+    assert "leftover" in proc.stdout
+    gate_logs = "".join(f.read_text() for f in (p.run_dir() / "gates").rglob("*.log"))
+    assert "stopped what it left running" in gate_logs or f"{tag}3" in left
+
+
+INDEX_LOCK = """\
+echo ok > ok.txt
+sleep 1.2
+echo broken > ok.txt
+touch .git/index.lock
+kill -9 $$
+"""
+
+
+def test_a_recovery_that_cannot_proceed_stops_cleanly_with_the_commands_to_continue(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    p = HostileProject(tmp_path, git, INDEX_LOCK)
+    proc = p.paella("run", "--headless", "--on-death", "rollback")
+    no_traceback(proc)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = p.ledger()[-1]
+    assert last["kind"] == "run-stopped", last
+    assert "index.lock" in last["reason"] and "paella resume" in last["reason"]
+    assert "paella rollback 1 --yes" in last["reason"]
+    assert p.status()["state"] == "stopped"
+    (p.repo / ".git" / "index.lock").unlink()
+    rolled = p.paella("rollback", "--yes")
+    assert rolled.returncode == 0, rolled.stderr
+
+
+def test_two_supervisors_started_at_once_exactly_one_runs(tmp_path: Path, git: GitRunner) -> None:
+    p = HostileProject(tmp_path, git, "sleep 3\necho ok > ok.txt\n")
+    first = p.start("run", "--headless")
+    time.sleep(0.05)
+    second = p.start("run", "--headless")
+    out2, err2 = second.communicate(timeout=60)
+    status = p.paella("status", "--json")
+    out1, err1 = first.communicate(timeout=60)
+    codes = sorted([first.returncode, second.returncode])
+    assert codes == [0, 3], (out1, err1, out2, err2)
+    loser = err2 if second.returncode == 3 else err1
+    assert "already supervised by paella pid" in loser
+    assert status.returncode == 0 and json.loads(status.stdout)["run_id"]
+    assert len(list((p.state / "runs").iterdir())) == 1
+    # After the first one ended the lock is free again.
+    again = p.paella("resume", "--headless")
+    assert again.returncode == 0 and "already done" in again.stdout
+
+
+def test_an_edited_protected_test_is_not_done_headless(tmp_path: Path, git: GitRunner) -> None:
+    p = HostileProject(
+        tmp_path,
+        git,
+        "echo ok > ok.txt\necho '# made green' >> tests/spec.txt\nexit 0\n",
+        constraints=[{"text": "tests are the spec", "protect": ["tests/**"]}],
+    )
+    (p.repo / "tests").mkdir()
+    (p.repo / "tests" / "spec.txt").write_text("spec\n")
+    git(p.repo, "add", "tests")
+    git(p.repo, "commit", "-q", "-m", "spec")
+    proc = p.paella("run", "--headless")
+    no_traceback(proc)
+    assert proc.returncode == 1, proc.stdout
+    assert "not done: tests/spec.txt" in proc.stdout
+    assert "tests/spec.txt" in (p.run_dir() / "handoff.md").read_text()
