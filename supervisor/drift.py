@@ -17,9 +17,10 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from paella_tui.supervisor.contract import CONTRACT_FILE, Contract
+from paella_tui.supervisor.contract import CONTRACT_FILE, MAX_CONTRACT_BYTES, Contract
 from paella_tui.supervisor.durations import format_duration
 from paella_tui.supervisor.events import DriftDetected, DriftKind
+from paella_tui.supervisor.files import read_regular_file
 from paella_tui.supervisor.globs import match_any
 from paella_tui.supervisor.workspace import Workspace
 
@@ -259,6 +260,6 @@ def _some(paths: Sequence[str]) -> str:
 def _sha256(path: Path) -> str | None:
     """The file's sha256 hex, or None when it cannot be read (deleted)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        return hashlib.sha256(read_regular_file(path, MAX_CONTRACT_BYTES)).hexdigest()
+    except (OSError, ValueError):
         return None

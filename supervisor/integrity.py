@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from paella_tui.supervisor.contract import MAX_CONTRACT_BYTES
 from paella_tui.supervisor.errors import GitError
-from paella_tui.supervisor.files import write_atomic
+from paella_tui.supervisor.files import read_regular_file, write_atomic
 from paella_tui.supervisor.ledger import LedgerRead, utc_now
 from paella_tui.supervisor.mirror import CONTRACT_NAME, LEDGER_NAME, Mirror
 from paella_tui.supervisor.runs import Run
@@ -81,10 +82,11 @@ def frozen_contract(
                 findings[0] += ", restored"
         return FrozenContract(mirrored.decode("utf-8", errors="replace"), findings)
     live = run.workspace.root / "paella.toml"
-    with contextlib.suppress(OSError):
-        if live.is_file() and _sha(live.read_bytes()) == expected:
+    with contextlib.suppress(OSError, ValueError):
+        text = read_regular_file(live, MAX_CONTRACT_BYTES)
+        if _sha(text) == expected:
             findings[0] += "; paella.toml still holds the frozen text, so the run is judged by it"
-            return FrozenContract(live.read_text(errors="replace"), findings)
+            return FrozenContract(text.decode("utf-8", errors="replace"), findings)
     findings[0] += "; no trusted copy is left (not in the mirror, not paella.toml)"
     return FrozenContract(None, findings)
 
@@ -101,8 +103,8 @@ def ledger_against_mirror(run: Run, *, restore: bool = False) -> list[str]:
         return []
     path = run.ledger.path
     try:
-        with path.open("rb") as handle:
-            prefix = handle.read(copy.ledger_bytes)
+        with path.open("rb") if path.is_file() else contextlib.nullcontext(None) as handle:
+            prefix = handle.read(copy.ledger_bytes) if handle is not None else b""
     except OSError:
         prefix = b""
     if len(prefix) == copy.ledger_bytes and _sha(prefix) == copy.ledger_sha256:

@@ -158,10 +158,17 @@ class Mirror:
         if copy is None:
             return None
         try:
-            with (run_dir / LEDGER_NAME).open("rb") as handle:
+            ledger = run_dir / LEDGER_NAME
+            if not ledger.is_file():
+                return "the run's ledger is not a file: the mirror keeps its copy"
+            with ledger.open("rb") as handle:
                 prefix = handle.read(copy.ledger_bytes)
             contract_path = run_dir / CONTRACT_NAME
-            contract = contract_path.read_bytes() if copy.contract_sha256 else b""
+            contract = (
+                contract_path.read_bytes()
+                if copy.contract_sha256 and contract_path.is_file()
+                else b""
+            )
         except OSError:
             return f"the run's state in {run_dir} is unreadable: the mirror keeps its copy"
         if len(prefix) != copy.ledger_bytes or hashlib.sha256(prefix).hexdigest() != (

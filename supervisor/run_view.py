@@ -12,7 +12,8 @@ from typing import Any
 import psutil
 
 from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.contract import Contract
+from paella_tui.supervisor.contract import MAX_CONTRACT_BYTES, Contract
+from paella_tui.supervisor.files import read_regular_file
 from paella_tui.supervisor.ledger import ChainBreak, LedgerRead
 from paella_tui.supervisor.runs import Run
 from paella_tui.supervisor.usage import Usage
@@ -327,10 +328,9 @@ class RunView:
             try:
                 import hashlib
 
-                changed = hashlib.sha256(live.read_bytes()).hexdigest() != contract_info.get(
-                    "sha256"
-                )
-            except OSError:
+                data = read_regular_file(live, MAX_CONTRACT_BYTES)
+                changed = hashlib.sha256(data).hexdigest() != contract_info.get("sha256")
+            except (OSError, ValueError):
                 changed = True
         gates_now = self.gate_results()
         checkpoints = self.checkpoints

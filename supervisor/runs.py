@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from paella_tui.supervisor.errors import UsageError
-from paella_tui.supervisor.files import ensure_dir, write_atomic
+from paella_tui.supervisor.files import ensure_dir, read_regular_file, write_atomic
 from paella_tui.supervisor.ledger import Ledger
 from paella_tui.supervisor.workspace import Workspace
 
@@ -131,8 +131,8 @@ class RunStore:
         """
         pointer = self.state_dir / "current"
         try:
-            run_id = pointer.read_bytes().decode("ascii").strip()
-        except (OSError, UnicodeDecodeError):
+            run_id = read_regular_file(pointer, 4096).decode("ascii").strip()
+        except (OSError, ValueError):
             # Missing, a folder, unreadable or not text: fall back to the newest run folder.
             run_id = ""
         if not self.run_ids():
