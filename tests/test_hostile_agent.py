@@ -132,11 +132,18 @@ exit 3
 """
 
 
+@pytest.mark.parametrize("mirror", ["default", "remote"])
 def test_deleted_refs_gc_and_state_are_restored_from_the_mirror_and_rollback_works(
-    tmp_path: Path, git: GitRunner
+    tmp_path: Path, git: GitRunner, mirror: str
 ) -> None:
     p = HostileProject(tmp_path, git, DELETE_STATE)
-    run = p.paella("run", "--headless", "--on-death", "rollback")
+    env = {}
+    if mirror == "remote":
+        # PAELLA_MIRROR may name any git remote: here a URL, read through git fetch.
+        remote = tmp_path / "elsewhere.git"
+        git(tmp_path, "init", "-q", "--bare", str(remote))
+        env["PAELLA_MIRROR"] = f"file://{remote}"
+    run = p.paella("run", "--headless", "--on-death", "rollback", env=env)
     no_traceback(run)
     out = run.stdout
     assert "drift history: the ledger" in out and "restored from the mirror" in out
@@ -149,6 +156,9 @@ def test_deleted_refs_gc_and_state_are_restored_from_the_mirror_and_rollback_wor
     assert "checkpoint" in kinds and "rollback-done" in kinds
     refs = git(p.repo, "for-each-ref", "--format=%(refname)", "refs/paella").split()
     assert any(r.endswith("/checkpoints/1") for r in refs)
+    if mirror == "remote":
+        held = git(tmp_path / "elsewhere.git", "for-each-ref", "--format=%(refname)").split()
+        assert any(r.startswith("refs/paella-state/") for r in held), held
 
 
 def test_a_state_folder_deleted_between_commands_comes_back_for_every_reader(
