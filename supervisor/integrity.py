@@ -12,7 +12,6 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from paella_tui.supervisor.contract import MAX_CONTRACT_BYTES
 from paella_tui.supervisor.errors import GitError
@@ -128,14 +127,22 @@ def ledger_against_mirror(run: Run, *, restore: bool = False) -> list[str]:
 def refs_against_mirror(run: Run, read: LedgerRead, *, restore: bool = False) -> list[str]:
     """Snapshot refs that vanished or moved in the repository; with ``restore``, fetched back."""
     git = run.workspace.git
+    records = list(read.of_kind("checkpoint", "salvage"))
+    if not records:
+        return []
+    # One git call for every ref of the run, whatever the number of checkpoints.
+    listing = git.out(["for-each-ref", "--format=%(refname) %(objectname)", f"{run.ref_prefix}/"])
+    in_repo = dict(line.split(" ", 1) for line in listing.splitlines() if " " in line)
+    if all(in_repo.get(str(r["ref"])) == r["commit"] for r in records):
+        return []  # the common case: no mirror needed
     mirror = Mirror.for_workspace(run.workspace)
     mirrored = mirror.refs(run.run_id) or {}
     findings: list[str] = []
-    for record in read.of_kind("checkpoint", "salvage"):
+    for record in records:
         ref, commit = str(record["ref"]), str(record["commit"])
         if not ref.startswith(f"{run.ref_prefix}/"):
             continue
-        local = git.rev_parse(ref)
+        local = in_repo.get(ref)
         if local == commit:
             continue
         what = "was deleted" if local is None else f"was moved to {local[:12]}"
@@ -163,17 +170,23 @@ def ensure_snapshot(run: Run, ref: str, commit: str) -> bool:
     return mirror.restore_ref(ref) and git.rev_parse(f"{commit}^{{commit}}") is not None
 
 
-def confirmed(run: Run, record: dict[str, Any], mirrored: dict[str, str] | None) -> bool:
-    """Whether a snapshot record's ref, commit and tree agree with the mirror and the repository."""
-    if mirrored is None:
-        return False
-    ref, commit, tree = record.get("ref"), record.get("commit"), record.get("tree")
-    if not isinstance(ref, str) or mirrored.get(ref) != commit:
-        return False
+def commit_trees(run: Run, commits: list[str]) -> dict[str, str]:
+    """The tree of each commit the repository holds (one git call for all of them)."""
+    if not commits:
+        return {}
+    query = "".join(f"{c}^{{tree}}\n" for c in commits).encode()
     try:
-        return run.workspace.git.rev_parse(f"{commit}^{{tree}}") == tree
+        out = run.workspace.git.run(
+            ["cat-file", "--batch-check=%(objectname) %(objecttype)"], input=query
+        ).stdout.decode(errors="replace")
     except GitError:
-        return False
+        return {}
+    trees = {}
+    for commit, line in zip(commits, out.splitlines(), strict=False):
+        name, _, kind = line.partition(" ")
+        if kind == "tree":
+            trees[commit] = name
+    return trees
 
 
 def trusted_snapshot_refs(run: Run, read: LedgerRead) -> set[str]:
@@ -186,13 +199,23 @@ def trusted_snapshot_refs(run: Run, read: LedgerRead) -> set[str]:
     mirror = Mirror.for_workspace(run.workspace)
     mirrored = mirror.refs(run.run_id)
     mirror_knows_run = bool(mirrored)
+    snapshots = [
+        (index, record)
+        for index, record in enumerate(read.records)
+        if record.get("kind") in ("checkpoint", "salvage")
+    ]
+    trees = commit_trees(run, [str(r["commit"]) for _, r in snapshots])
     trusted: set[str] = set()
-    for index, record in enumerate(read.records):
-        if record.get("kind") not in ("checkpoint", "salvage"):
+    for index, record in snapshots:
+        ref, commit = str(record["ref"]), str(record["commit"])
+        agrees = (
+            mirrored is not None
+            and mirrored.get(ref) == commit
+            and trees.get(commit) == record["tree"]
+        )
+        if (mirror_knows_run or not read.trusted(index)) and not agrees:
             continue
-        if (mirror_knows_run or not read.trusted(index)) and not confirmed(run, record, mirrored):
-            continue
-        trusted.add(str(record["ref"]))
+        trusted.add(ref)
     return trusted
 
 

@@ -44,18 +44,21 @@ class RunView:
     warnings: list[str] = field(default_factory=list)
     chain_break: ChainBreak | None = None
     """Where the ledger's hash chain breaks: records from ``chain_break.index`` on are untrusted."""
+    verify_mirror: bool = True
+    """Whether rollback targets are confirmed with the mirror (off only for a cheap glance)."""
     _trusted_refs: set[str] | None = field(default=None, repr=False)
 
     @classmethod
-    def load(cls, run: Run) -> RunView:
+    def load(cls, run: Run, *, verify_mirror: bool = True) -> RunView:
         """Read the run's ledger and frozen contract."""
         read = run.ledger.read()
         return cls(
             run=run,
-            contract=run.load_contract(),
+            contract=run.load_contract(read),
             records=read.records,
             warnings=list(read.skipped),
             chain_break=read.chain_break,
+            verify_mirror=verify_mirror,
         )
 
     def trusted(self, index: int) -> bool:
@@ -66,10 +69,18 @@ class RunView:
         """Whether a snapshot may be restored: its record is trusted (before any chain break, and
         agreeing with the mirror on ref, commit and tree where the mirror holds the run)."""
         if self._trusted_refs is None:
-            from paella_tui.supervisor.integrity import trusted_snapshot_refs
+            if self.verify_mirror:
+                from paella_tui.supervisor.integrity import trusted_snapshot_refs
 
-            read = LedgerRead(self.records, (), self.chain_break)
-            self._trusted_refs = trusted_snapshot_refs(self.run, read)
+                read = LedgerRead(self.records, (), self.chain_break)
+                self._trusted_refs = trusted_snapshot_refs(self.run, read)
+            else:
+                # A glance (the tmux line): the chain alone; a rollback always asks the mirror.
+                self._trusted_refs = {
+                    str(r.get("ref"))
+                    for index, r in enumerate(self.records)
+                    if r.get("kind") in ("checkpoint", "salvage") and self.trusted(index)
+                }
         return record.ref in self._trusted_refs
 
     def of_kind(self, *kinds: str) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from paella_tui.supervisor.errors import UsageError
 from paella_tui.supervisor.files import ensure_dir, read_regular_file, write_atomic
-from paella_tui.supervisor.ledger import Ledger
+from paella_tui.supervisor.ledger import Ledger, LedgerRead
 from paella_tui.supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -65,13 +65,13 @@ class Run:
         """The git ref namespace holding this run's checkpoints and salvage snapshots."""
         return f"{self.workspace.ref_namespace}/{self.run_id}"
 
-    def load_contract(self) -> Contract | None:
+    def load_contract(self, read: LedgerRead | None = None) -> Contract | None:
         """The frozen contract, verified against its recorded sha256 (a changed copy gives way to
         the mirror's); None for a manual run, or when no trusted copy is left (see integrity)."""
         from paella_tui.supervisor.contract import parse_contract
         from paella_tui.supervisor.integrity import frozen_contract
 
-        text = frozen_contract(self).text
+        text = frozen_contract(self, read).text
         if text is None:
             return None
         return parse_contract(text, self.contract_copy, default_name=self.workspace.root.name)

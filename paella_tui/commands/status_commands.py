@@ -134,7 +134,8 @@ def status(args: argparse.Namespace) -> int:
     ctx = Context.open()
     if args.tmux:
         run = ctx.store.current()
-        print(_tmux_line(RunView.load(run).to_json() if run else None))
+        view = RunView.load(run, verify_mirror=False) if run else None
+        print(_tmux_line(view.to_json() if view else None))
         return 0
     run = ctx.current_run(required=not args.json and not args.watch)
     if run is None and args.watch:
