@@ -306,8 +306,8 @@ def _read_tail(log_path: Path, start: int) -> list[str]:
 
 
 def _names(leftovers: list[LeftoverProcess]) -> str:
-    """``sleep (pid 12), python3 (pid 14)``."""
-    return ", ".join(f"{p.name} (pid {p.pid})" for p in leftovers)
+    """``sleep 60 (pid 12), python3 -m http.server (pid 14)``: what a person can recognise."""
+    return ", ".join(f"{' '.join(p.cmdline)[:80] or p.name} (pid {p.pid})" for p in leftovers)
 
 
 def _signal_name(number: int) -> str:

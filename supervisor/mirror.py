@@ -47,10 +47,11 @@ def state_home() -> Path:
 
 
 def repository_key(workspace: Workspace) -> str:
-    """A folder name for the repository: its name and a hash of where its git dir is."""
-    common = os.path.realpath(workspace.common_dir)
+    """A folder name for the repository's paella state: its name and a hash of where that
+    state lives (so ``PAELLA_STATE_DIR`` and each worktree's state have their own mirror)."""
+    where = os.path.realpath(workspace.state_dir)
     name = re.sub(r"[^A-Za-z0-9._-]", "_", workspace.root.name)[:40] or "repo"
-    return f"{name}-{hashlib.sha256(common.encode(errors='surrogateescape')).hexdigest()[:12]}"
+    return f"{name}-{hashlib.sha256(where.encode(errors='surrogateescape')).hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)
