@@ -211,17 +211,18 @@ _MIRROR_LOCK = threading.Lock()
 
 
 def save_to_mirror(
-    run: Run, new_refs: dict[str, str] | None = None, *, state: bool = True
+    run: Run, new_refs: dict[str, str] | None = None, *, state: bool = True, record: bool = True
 ) -> str | None:
     """Copy ``new_refs`` and (with ``state``) the run's ledger and contract to the mirror; a
-    failure is recorded in the ledger (``mirror-failed``) and returned, never raised."""
+    failure is returned, never raised, and (with ``record``) kept in the ledger as
+    ``mirror-failed``."""
     from paella_tui.supervisor.mirror import Mirror
 
     with _MIRROR_LOCK:
         problem = Mirror.for_workspace(run.workspace).save(
             run.run_id, run.dir, new_refs, state=state
         )
-    if problem is not None:
+    if problem is not None and record:
         run.ledger.append("mirror-failed", error=problem)
     return problem
 
@@ -229,7 +230,15 @@ def save_to_mirror(
 def save_to_mirror_soon(run: Run) -> None:
     """``save_to_mirror(run)`` in a background thread: a checkpoint is news at once, and its
     record reaches the mirror a moment later (any later save carries it too)."""
-    thread = threading.Thread(target=save_to_mirror, args=(run,), name="paella-mirror", daemon=True)
+    # It never writes the ledger: a late thread must not add to a ledger its caller has
+    # moved on from. A failure shows at the next synchronous save.
+    thread = threading.Thread(
+        target=save_to_mirror,
+        args=(run,),
+        kwargs={"record": False},
+        name="paella-mirror",
+        daemon=True,
+    )
     _PENDING.append(thread)
     thread.start()
 

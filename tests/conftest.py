@@ -50,7 +50,7 @@ def isolated_git_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """No user or system git config, a test identity, NO_COLOR, no PAELLA_STATE_DIR, and a
     private XDG state dir (where paella keeps its mirrors and run locks)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+        mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state-session")))
         for name in _REMOVED:
             mp.delenv(name, raising=False)
         mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
@@ -62,6 +62,25 @@ def isolated_git_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterat
         for name, value in TEST_IDENTITY.items():
             mp.setenv(name, value)
         yield
+
+
+@pytest.fixture(autouse=True)
+def private_state_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh XDG state dir per test: paella's mirrors and run locks live there, keyed by the
+    state folder, and tests that reuse a fixed state folder must not meet an earlier test's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+
+
+@pytest.fixture(autouse=True)
+def mirror_saves_finish() -> Iterator[None]:
+    """A checkpoint's ledger reaches the mirror from a background thread: let it land before
+    the next test (which may reuse a fixed state folder)."""
+    yield
+    from paella_tui.supervisor.runs import wait_for_mirror
+
+    wait_for_mirror()
 
 
 @pytest.fixture(autouse=True)
