@@ -295,3 +295,18 @@ def test_an_edited_protected_test_is_not_done_headless(tmp_path: Path, git: GitR
     assert proc.returncode == 1, proc.stdout
     assert "not done: tests/spec.txt" in proc.stdout
     assert "tests/spec.txt" in (p.run_dir() / "handoff.md").read_text()
+
+
+def test_a_pruned_run_stays_pruned_the_mirror_forgets_it_too(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    p = HostileProject(tmp_path, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
+    assert p.paella("run", "--headless").returncode == 1
+    run_id = p.run_dir().name
+    pruned = p.paella("prune", run_id)
+    assert pruned.returncode == 0, pruned.stderr
+    status = p.paella("status")
+    no_traceback(status)
+    assert "restored from the mirror" not in status.stderr
+    assert not (p.state / "runs" / run_id).exists()
+    assert git(p.repo, "for-each-ref", "refs/paella") == ""
