@@ -209,6 +209,7 @@ class RunLoop:
         )
         """Every settled change kept as a step; a bisect at every regression (issue 16)."""
         self._integrity_reported: set[str] = set()
+        self._protected_note: str | None = None
         self.drift: DriftTracker | None = None
         self.watcher = WorkspaceWatcher(
             self.workspace,
@@ -477,6 +478,8 @@ class RunLoop:
                         )
                     )
                     ending = "claimed-done"
+                    # Said on the recovery screen: revert (roll back) or accept (continue).
+                    self._protected_note = f"protected files changed: {_some_paths(touched)}"
             if ending == "done":
                 self.state = "done"
                 self.emit(
@@ -883,6 +886,8 @@ class RunLoop:
         )
         how = "stopped by you" if exited.stopped_by_user else exited.describe()
         breaks, before_break = self.breaks.facts(regressions)
+        if self._protected_note:
+            how, self._protected_note = f"{how}, but {self._protected_note}", None
         return RecoveryFacts(
             ending=ending,  # type: ignore[arg-type]
             how=f"{how}, attempt {exited.attempt}",

@@ -294,6 +294,7 @@ def test_an_edited_protected_test_is_not_done_headless(tmp_path: Path, git: GitR
     no_traceback(proc)
     assert proc.returncode == 1, proc.stdout
     assert "not done: tests/spec.txt" in proc.stdout
+    assert "exit 0, but protected files changed: tests/spec.txt" in proc.stdout
     assert "tests/spec.txt" in (p.run_dir() / "handoff.md").read_text()
 
 
