@@ -20,7 +20,7 @@ from paella_tui.supervisor.errors import GitError, UsageError, WorkspaceError
 from paella_tui.supervisor.files import ensure_dir
 from paella_tui.supervisor.gitcli import Git
 from paella_tui.supervisor.ledger import utc_now
-from paella_tui.supervisor.runs import Run, save_to_mirror, save_to_mirror_soon
+from paella_tui.supervisor.runs import Run, save_to_mirror
 from paella_tui.supervisor.snapshot import Snapshot, Snapshotter
 
 Kind = Literal["checkpoints", "salvage", "steps"]
@@ -192,7 +192,8 @@ def commit_snapshot(
     # there never loses it, and a record is never older than its mirrored ref.
     save_to_mirror(run, {ref: commit}, state=False)
     written = run.ledger.append("checkpoint" if kind == "checkpoints" else "salvage", **data)
-    save_to_mirror_soon(run)
+    # The ledger's copy in the mirror follows from whoever took it (the run loop in the
+    # background, a command before it exits): see runs.save_to_mirror.
     # The ledger's own time is the record's time: what is returned equals what is read back.
     return SnapshotRecord.from_ledger(written)
 

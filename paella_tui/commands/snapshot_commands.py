@@ -14,7 +14,7 @@ from paella_tui.supervisor.errors import UsageError
 from paella_tui.supervisor.integrity import ensure_snapshot
 from paella_tui.supervisor.rollback import rollback as do_rollback
 from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.runs import Run, save_to_mirror
 
 
 def _describe_snapshot_extras(record: SnapshotRecord) -> list[str]:
@@ -47,6 +47,7 @@ def checkpoint(args: argparse.Namespace) -> int:
         if record.head
         else (f"{record.branch or 'HEAD'} (no commit yet)")
     )
+    save_to_mirror(run)  # the ledger's copy outside the repository, with this record
     print(f"✓ checkpoint {record.n} of run {run.run_id}: {record.ref}")
     print(f"  commit {record.commit[:12]} (tree {record.tree[:12]}) on {where}")
     for line in _describe_snapshot_extras(record):
@@ -167,6 +168,7 @@ def rollback(args: argparse.Namespace) -> int:
             print("Nothing was changed.")
             return 1
     result = do_rollback(run, target, snapshotter=snapshotter, agent_running=bool(agent["alive"]))
+    save_to_mirror(run)
     salvage = result.salvage
     print(
         f"✓ rolled back to {target.name}: {result.changed} path(s) restored, "
