@@ -398,6 +398,9 @@ class AgentProcess:
         self._close_output()
         returncode = self._popen.returncode
         assert returncode is not None and self._ended_at is not None
+        if self._tree.cage is not None:
+            # The root is reaped and its tree stopped: the empty cgroup goes.
+            await asyncio.to_thread(self._tree.cage.remove)
         return ExitInfo(
             exit_code=returncode if returncode >= 0 else None,
             signal=-returncode if returncode < 0 else None,

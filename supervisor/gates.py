@@ -204,6 +204,9 @@ async def _attempt(
         raise
     finally:
         refresher.cancel()
+        if cage is not None:
+            # The root is reaped (awaited above) and the tree stopped: the empty cgroup goes.
+            await asyncio.to_thread(cage.remove)
     elapsed = time.monotonic() - started
     tail = tuple(_read_tail(log_path, output_start)[-TAIL_LINES:])
     if leftovers:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import secrets
 import signal
 import time
 from pathlib import Path
@@ -24,6 +25,19 @@ CAGES_ENV = "PAELLA_CGROUPS"
 """``0`` turns cages off (the subreaper fallback is then used, as on machines without cgroups)."""
 
 _counter = itertools.count(1)
+_swept: list[bool] = []
+
+
+def _sweep_stale(base: Path) -> None:
+    """Remove the empty cages of paellas that are gone (killed before they could)."""
+    with contextlib.suppress(OSError):
+        for path in base.glob("paella-*"):
+            pid = path.name.split("-")[1]
+            if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+                continue
+            with contextlib.suppress(OSError):
+                path.rmdir()  # fails, harmlessly, while anything is still in it
+
 _base_cache: list[Path | None] = []
 
 
@@ -67,8 +81,12 @@ class Cage:
         base = _base()
         if base is None:
             return None
+        if not _swept:
+            _swept.append(True)
+            _sweep_stale(base)
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40]
-        path = base / f"paella-{os.getpid()}-{next(_counter)}-{safe}"
+        # Random too: a pid is reused, and a cage left by a killed paella must never be met.
+        path = base / f"paella-{os.getpid()}-{next(_counter)}-{secrets.token_hex(4)}-{safe}"
         try:
             path.mkdir()
         except OSError:
@@ -121,7 +139,8 @@ class Cage:
             time.sleep(0.01)
 
     def remove(self) -> None:
-        """Delete the cage once it is empty (a dying member may hold it a moment longer)."""
+        """Delete the cage once it is empty (a dying member may hold it a moment longer; one
+        that outlives even SIGKILL leaves the cage, which is harmless and named by its pid)."""
         for _ in range(50):
             try:
                 self.path.rmdir()
