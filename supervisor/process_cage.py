@@ -4,8 +4,9 @@ A process can leave its group and session (``setsid``), scrub its environment (`
 be orphaned by a double fork, but it cannot leave its cgroup: every process the agent or a
 gate starts is listed in the cage's ``cgroup.procs`` until it exits, and the whole cage is
 killed at once (``cgroup.kill``, or SIGKILL to each member). Where cgroup v2 is not mounted or
-not writable, :func:`Cage.create` returns None and the tree falls back to the child subreaper
-and the sweep of re-parented orphans (:mod:`process_tree`).
+not writable, or cages were not asked for (``PAELLA_CGROUPS=1``), :func:`Cage.create` returns
+None and the tree falls back to the child subreaper and the sweep of re-parented orphans
+(:mod:`process_tree`).
 
 The child joins its cage itself, between fork and exec (``enter``), so not even its first
 instruction runs outside it.
@@ -22,7 +23,9 @@ import time
 from pathlib import Path
 
 CAGES_ENV = "PAELLA_CGROUPS"
-"""``0`` turns cages off (the subreaper fallback is then used, as on machines without cgroups)."""
+"""``1`` turns cages on. Off by default for now: under the full test suite (many paellas and
+in-process runs at once) a SIGTERM reached processes outside any tree while cages were on, and
+its source was not found in time; the subreaper sweep below is the default."""
 
 _counter = itertools.count(1)
 _swept: list[bool] = []
@@ -76,7 +79,7 @@ class Cage:
     @classmethod
     def create(cls, name: str) -> Cage | None:
         """A fresh, empty cage, or None where cgroups cannot be used here."""
-        if os.environ.get(CAGES_ENV) == "0":
+        if os.environ.get(CAGES_ENV) != "1":
             return None
         base = _base()
         if base is None:
