@@ -41,6 +41,7 @@ def _sweep_stale(base: Path) -> None:
             with contextlib.suppress(OSError):
                 path.rmdir()  # fails, harmlessly, while anything is still in it
 
+
 _base_cache: list[Path | None] = []
 
 

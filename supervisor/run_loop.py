@@ -66,7 +66,7 @@ from paella_tui.supervisor.profiles import DecodedStats, get_profile
 from paella_tui.supervisor.retry import RESET_MARGIN_S, classify, read_failure, retry_wait
 from paella_tui.supervisor.rollback import rollback
 from paella_tui.supervisor.run_view import RunView, process_alive
-from paella_tui.supervisor.runs import Run, save_to_mirror, save_to_mirror_soon, wait_for_mirror
+from paella_tui.supervisor.runs import Run, save_to_mirror_soon
 from paella_tui.supervisor.steps import SequencedSnapshotter
 from paella_tui.supervisor.tree_diff import changes_between, totals
 from paella_tui.supervisor.watcher import WorkspaceWatcher
@@ -229,18 +229,17 @@ class RunLoop:
         if event.kind is not None:
             self.run_.ledger.append(event.kind, **event.record())
         self.breaks.observe(event)
-        if isinstance(event, RunDone | RunStopped):
-            # The verdict is kept outside the repository too.
-            save_to_mirror(self.run_)
-        elif isinstance(event, CheckpointTaken | RolledBack | RecoveryChosen):
-            # In the background: a checkpoint is news at once, its record follows to the mirror.
-            save_to_mirror_soon(self.run_)
         if isinstance(event, EvaluationFinished) and not event.stale and self.drift is not None:
             # Path drift needs git (diff-tree): judged in a thread, reported when it answers.
             task = asyncio.get_running_loop().create_task(self._check_tree(event.tree))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
         self._consumer(event)
+        if isinstance(event, RunDone | RunStopped | CheckpointTaken | RolledBack | RecoveryChosen):
+            # Kept outside the repository too, in the background and after the news is out:
+            # the verdict or the checkpoint is shown at once (the command waits for the copy
+            # before it exits; see runs.wait_for_mirror).
+            save_to_mirror_soon(self.run_)
 
     async def _background_checks(self) -> None:
         """Wait for the path-drift checks of the evaluations so far."""
@@ -375,7 +374,6 @@ class RunLoop:
                     await task
             if self.agent is not None and self.agent.returncode is None:
                 await self.agent.stop(self._stop_grace)
-            await asyncio.to_thread(wait_for_mirror)
 
     async def _watching(self, watcher: asyncio.Task[None]) -> None:
         """Wait until the watches exist (or the watcher failed): an edit the agent made before
