@@ -65,15 +65,6 @@ def isolated_git_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 @pytest.fixture(autouse=True)
-def private_state_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A fresh XDG state dir per test: paella's mirrors and run locks live there, keyed by the
-    state folder, and tests that reuse a fixed state folder must not meet an earlier test's."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
-
-
-@pytest.fixture(autouse=True)
 def mirror_saves_finish() -> Iterator[None]:
     """A checkpoint's ledger reaches the mirror from a background thread: let it land before
     the next test (which may reuse a fixed state folder)."""
