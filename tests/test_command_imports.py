@@ -18,7 +18,9 @@ import pytest
 # What every command that opens the workspace and its newest run needs. ``snapshot`` comes with
 # ``checkpoints`` (snapshot records), ``rollback`` with the warning about an interrupted one, and
 # ``byproducts`` (with ``globs``) with the files a snapshot leaves out; the snapshot's raw-bytes
-# hashing (``raw_blobs``), churn rule and owned lock, and the rollback's raw restore.
+# hashing (``raw_blobs``), churn rule and owned lock, and the rollback's raw restore; the
+# integrity checks every command makes on the state it opens (``integrity`` with ``mirror``,
+# ``ledger_schema`` for each record, ``run_lock`` to name the supervisor).
 CORE = {
     "paella_tui",
     "paella_tui.cli",
@@ -34,11 +36,15 @@ CORE = {
     "paella_tui.supervisor.files",
     "paella_tui.supervisor.gitcli",
     "paella_tui.supervisor.globs",
+    "paella_tui.supervisor.integrity",
     "paella_tui.supervisor.ledger",
+    "paella_tui.supervisor.ledger_schema",
+    "paella_tui.supervisor.mirror",
     "paella_tui.supervisor.owned_lock",
     "paella_tui.supervisor.raw_blobs",
     "paella_tui.supervisor.raw_restore",
     "paella_tui.supervisor.rollback",
+    "paella_tui.supervisor.run_lock",
     "paella_tui.supervisor.run_view",
     "paella_tui.supervisor.runs",
     "paella_tui.supervisor.snapshot",
