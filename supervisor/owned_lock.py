@@ -43,11 +43,17 @@ class Owner:
 
     pid: int
     start_time: float
+    label: str = ""
+    """What the owner said it is doing (``paella run, run 20261201-…``), for messages."""
 
     @classmethod
-    def me(cls) -> Owner:
+    def me(cls, label: str = "") -> Owner:
         """This process."""
-        return cls(os.getpid(), process_start_time(os.getpid()) or 0.0)
+        return cls(os.getpid(), process_start_time(os.getpid()) or 0.0, label)
+
+    def describe(self) -> str:
+        """``paella pid 4242 (paella run, run 20261201-…)``."""
+        return f"paella pid {self.pid}" + (f" ({self.label})" if self.label else "")
 
     def alive(self) -> bool:
         """The same process still runs (the pid is alive and started at the same time)."""
@@ -74,9 +80,10 @@ class LockHeld(WorkspaceError):
 class OwnedLock:
     """An exclusive lock on ``path`` that records its owner (pid + start time) while held."""
 
-    def __init__(self, path: Path, *, what: str) -> None:
+    def __init__(self, path: Path, *, what: str, label: str = "") -> None:
         self.path = path
         self.what = what
+        self.label = label
         self._fd: int | None = None
 
     @property
@@ -100,8 +107,11 @@ class OwnedLock:
             os.close(fd)
             return False
         # Ours now: name the owner in the file (in place, so the locked inode stays the same).
-        me = Owner.me()
-        record = json.dumps({"pid": me.pid, "start_time": me.start_time}).encode() + b"\n"
+        me = Owner.me(self.label)
+        record = (
+            json.dumps({"pid": me.pid, "start_time": me.start_time, "label": me.label}).encode()
+            + b"\n"
+        )
         # A full disk may refuse the record: the lock is held all the same (the record only names).
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
@@ -115,7 +125,7 @@ class OwnedLock:
         while not self.try_acquire():
             if time.monotonic() >= deadline:
                 owner = self.owner()
-                who = f"paella pid {owner.pid}" if owner else "another paella process"
+                who = owner.describe() if owner else "another paella process"
                 raise LockHeld(
                     f"{who} is busy with {self.what}"
                     + (f" and did not finish within {timeout:.0f}s" if timeout else ""),
@@ -161,7 +171,9 @@ class OwnedLock:
             os.close(fd)
         try:
             record = json.loads(data)
-            owner = Owner(int(record["pid"]), float(record["start_time"]))
+            owner = Owner(
+                int(record["pid"]), float(record["start_time"]), str(record.get("label", ""))
+            )
         except (ValueError, KeyError, TypeError):
             return None
         # A holder that died leaves its children holding the descriptor: say who started it,
