@@ -41,6 +41,7 @@ from paella_tui.supervisor.process_tree import (
     ProcessStats,
     ProcessTree,
     become_subreaper,
+    spawning_root,
     stop_tree,
 )
 
@@ -461,16 +462,18 @@ def _spawn(
 
     preexec: Callable[[], None] | None = run_steps if steps else None
     try:
-        popen = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=stdin,
-            stdout=child_fd,
-            stderr=child_fd,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
+        with spawning_root() as register:
+            popen = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=stdin,
+                stdout=child_fd,
+                stderr=child_fd,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
+            register(popen.pid)
     except BaseException as exc:
         os.close(read_fd)
         os.close(child_fd)

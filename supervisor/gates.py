@@ -36,6 +36,7 @@ from paella_tui.supervisor.process_tree import (
     LeftoverProcess,
     ProcessTree,
     become_subreaper,
+    spawning_root,
     stop_tree,
 )
 
@@ -167,17 +168,19 @@ async def _attempt(
     become_subreaper()
     cage = Cage.create(f"gate-{gate.name}")
     try:
-        popen = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=child_env,
-            stdin=subprocess.DEVNULL,
-            stdout=log_fd,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=cage.enter if cage is not None else None,
-        )
+        with spawning_root() as register:
+            popen = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=child_env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=cage.enter if cage is not None else None,
+            )
+            register(popen.pid)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument
         if cage is not None:
             cage.remove()

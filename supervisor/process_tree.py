@@ -42,6 +42,19 @@ _KILL_WAIT_S = 5.0
 _HISTORY = 10_000
 _ROOTS: set[int] = set()
 """Pids of the processes paella started as tree roots: never mistaken for an escaped orphan."""
+_SPAWNING = threading.Lock()
+"""Held while paella starts a root and registers it, and while a tree decides which of our
+children escaped: between fork and registration a new gate or agent (its own session, born
+during the attempt) looks exactly like an escaped orphan, and would be adopted and killed."""
+
+
+@contextlib.contextmanager
+def spawning_root() -> Iterator[Callable[[int], None]]:
+    """Start a tree root inside this block and register its pid with the function it yields."""
+    with _SPAWNING:
+        yield _ROOTS.add
+
+
 _HAS_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
@@ -333,6 +346,11 @@ class ProcessTree:
         return any(self._in_group(proc) for proc in procs)
 
     def _adopt_marked_children(self) -> Iterator[int]:
+        with _SPAWNING:  # no root may be between its fork and its registration meanwhile
+            found = list(self._marked_children())
+        yield from found
+
+    def _marked_children(self) -> Iterator[int]:
         current: set[tuple[int, float]] = set()
         for pid in _children_of(self._my_pid):
             if pid in self._members:
