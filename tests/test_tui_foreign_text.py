@@ -48,11 +48,17 @@ FAILED_ID = "tests/test_p.py::test_paths[/tmp/a-/tmp/b]"
 FILE_NAME = "[bold]notes[@click=app.quit].txt"
 
 AGENT = """
-import sys, time
+import subprocess, sys, time
 print("\\x1b[31mred\\x1b[0m output with [bold] and item[key] and [@click=app.quit]")
 print("see [red on blue] and [/]")
 open("a.txt", "w").write("ok")
-time.sleep(1.5)
+# Wait for paella's green checkpoint of this tree (a loaded machine may take a while).
+deadline = time.monotonic() + 25
+while time.monotonic() < deadline:
+    refs = subprocess.run(["git", "for-each-ref", "refs/paella"], capture_output=True, text=True)
+    if "/checkpoints/" in refs.stdout:
+        break
+    time.sleep(0.1)
 open({file_name!r}, "w").write("[/x]")
 open("a.txt", "w").write("changed")
 import os; os.remove("a.txt")
