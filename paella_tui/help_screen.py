@@ -67,7 +67,7 @@ PANE_COMMANDS: tuple[tuple[str, str], ...] = (
 """Commands to run from another tmux pane while the TUI runs."""
 
 
-def help_content(state_dir: str = "<git common dir>/paella") -> Content:
+def help_content(state_dir: str = "<git dir>/paella") -> Content:
     """The help text: keys and symbols in aligned columns, then where state lives and what to run."""
 
     def heading(text: str) -> Content:
@@ -103,7 +103,8 @@ def help_content(state_dir: str = "<git common dir>/paella") -> Content:
             "  Outside the work tree, so neither the agent nor a rollback reaches it.", "dim"
         ),
         Content.styled(
-            "  Checkpoints and salvage snapshots are git refs: refs/paella/<run-id>/", "dim"
+            "  Snapshots are git refs under refs/paella/, mirrored outside the repository.",
+            "dim",
         ),
         Content(""),
         heading("From another pane"),
@@ -132,7 +133,7 @@ class HelpScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         """A title, the help text (scrolling), the footer."""
-        state_dir = str(self.run.workspace.state_dir) if self.run else "<git common dir>/paella"
+        state_dir = str(self.run.workspace.state_dir) if self.run else "<git dir>/paella"
         yield Static(
             Content.assemble(("paella help", "bold"), ("  Escape closes", "dim")), id="help-title"
         )

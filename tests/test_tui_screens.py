@@ -631,7 +631,7 @@ class TestHelp:
         assert {k for k, _ in MAIN_KEYS} == {*"gcrsRdhl/fq?", "Enter"}
         assert {k for k, _ in RECOVERY_KEYS} >= set("rcpdh")
         assert "paella status --watch" in text and "paella log -f" in text
-        assert ".git/paella" in text or "<git common dir>/paella" in text
+        assert ".git/paella" in text or "<git dir>/paella" in text
 
     async def test_escape_closes(self) -> None:
         app = Host(HelpScreen)
