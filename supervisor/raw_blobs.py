@@ -119,8 +119,27 @@ class RawBlobs:
             oid = self.blob_id(data, like=entry[1])
             if oid != entry[1]:
                 differ.append((path, entry[0], oid, data))
-        if not differ:
+        self._store(differ)
+
+    def add_raw(self, path: str) -> bool:
+        """Put a file's raw bytes in the private index directly, for a file git cannot hash at
+        all (a ``working-tree-encoding`` its bytes do not decode from); False if unreadable."""
+        full = self.root / path
+        try:
+            executable = os.lstat(full).st_mode & 0o111
+            with open(full, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return False
+        mode = "100755" if executable else "100644"
+        self._store([(path, mode, self.blob_id(data), data)])
+        return True
+
+    def _store(self, entries: list[tuple[str, str, str, bytes]]) -> None:
+        """Write these blobs (path, mode, oid, bytes) and point the private index at them."""
+        if not entries:
             return
+        differ = entries
         proc = self.git.popen(["fast-import", "--quiet"])
         assert proc.stdin is not None
         try:

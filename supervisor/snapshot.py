@@ -42,6 +42,8 @@ from paella_tui.supervisor.workspace import Workspace
 
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
 _UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)
+# git refuses to hash a file whose bytes do not decode from its working-tree-encoding.
+_UNENCODABLE = re.compile(r"failed to encode '(.+)' from", re.MULTILINE)
 _MAX_RETRIES = 50
 LOCK_TIMEOUT_S = 60.0
 # git's messages when an index file cannot be read.
@@ -387,6 +389,14 @@ class Snapshotter:
                 )
                 return
             except GitError as err:
+                encoding = _UNENCODABLE.search(err.stderr)
+                if encoding is not None and encoding.group(1) in pending:
+                    # Its bytes are what a snapshot keeps: store them raw, past git's conversion.
+                    bad = encoding.group(1)
+                    pending.remove(bad)
+                    if not self.raw.add_raw(bad):
+                        skipped.append(SkippedFile(bad, "unreadable"))
+                    continue
                 # One unreadable path makes git refuse the whole batch: leave that one out, loudly,
                 # and snapshot the rest rather than nothing.
                 match = _UNPROCESSABLE.search(err.stderr)

@@ -396,3 +396,18 @@ def test_status_after_a_rollback_shows_the_restored_trees_verdicts(repo: Path, p
     assert (repo / "good").read_text() == "yes\n"
     gate = after["gates"][0]
     assert (gate["status"], gate["regressed"], gate["tree"]) == ("pass", False, restored_tree)
+
+
+def test_a_file_git_cannot_decode_is_kept_raw_and_restored(repo: Path, paella) -> None:
+    """working-tree-encoding: git refuses to hash bytes that do not decode (an odd UTF-16 byte
+    count); the checkpoint keeps them raw all the same, and rollback and undo give them back."""
+    (repo / "paella.toml").write_text(CONTRACT)
+    (repo / ".gitattributes").write_text("*.u16 text working-tree-encoding=UTF-16LE eol=crlf\n")
+    odd = b"x\x00y\x00\r\x00\n\x00z"  # 9 bytes: not UTF-16
+    (repo / "a.u16").write_bytes(odd)
+    ok(paella(repo, "checkpoint"))
+    (repo / "a.u16").write_bytes(b"damage")
+    ok(paella(repo, "rollback", "1", "--yes"))
+    assert (repo / "a.u16").read_bytes() == odd
+    ok(paella(repo, "rollback", "salvage:1", "--yes"))
+    assert (repo / "a.u16").read_bytes() == b"damage"
