@@ -31,8 +31,8 @@ from benchmarks.machine import cores_line, git_version, python_line
 
 CHILD = r"""
 import asyncio, json, sys, time
-from paella_tui.supervisor.watcher import WorkspaceWatcher
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.watch.watcher import WorkspaceWatcher
+from paella_tui.supervisor.store.workspace import Workspace
 
 async def main():
     def settled(paths):

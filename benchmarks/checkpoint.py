@@ -17,7 +17,7 @@ every measure alike, after a one-file change before each timed repetition:
 
 It prints a Markdown table (median, p90, ratio to the ``git status`` median), the SPEC 13 targets
 with PASS or FAIL, and the machine. When a target is missed (or with ``--profile``) it also times
-every git subprocess paella runs, by wrapping ``paella_tui.supervisor.gitcli.Git.run`` in this process only,
+every git subprocess paella runs, by wrapping ``paella_tui.supervisor.store.gitcli.Git.run`` in this process only,
 and times alternative git commands on a copy of paella's private index, so that the report says
 where the time goes. It always exits 0 once the measures ran: it is a report, not a test.
 
@@ -50,13 +50,13 @@ from typing import Any
 from benchmarks.harness import log
 from benchmarks.machine import cores_line, git_version, python_line
 from benchmarks.stats import median, ms, p90
-from paella_tui.supervisor import checkpoints as ckpt
-from paella_tui.supervisor.checkpoints import SnapshotRecord, take_checkpoint
-from paella_tui.supervisor.gitcli import Git
-from paella_tui.supervisor.rollback import RollbackResult, rollback
-from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import STATE_DIR_ENV, Workspace
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store import checkpoints as ckpt
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.rollback import RollbackResult, rollback
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import STATE_DIR_ENV, Workspace
 
 LAYOUT_VERSION = 1
 SEED = 20261129
@@ -622,7 +622,7 @@ def _caller() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if module.startswith("supervisor.") and module != "paella_tui.supervisor.gitcli":
+        if module.startswith("supervisor.") and module != "paella_tui.supervisor.store.gitcli":
             names.append(frame.f_code.co_name)
         frame = frame.f_back  # type: ignore[assignment]
     return " > ".join(reversed(names)) or "?"

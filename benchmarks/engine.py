@@ -81,19 +81,19 @@ from benchmarks.probes import (
     vm_status,
 )
 from benchmarks.stats import median, ms, p95
-from paella_tui.supervisor.agent_process import AgentProcess
-from paella_tui.supervisor.contract import load_contract
-from paella_tui.supervisor.events import (
+from paella_tui.supervisor.agent.agent_process import AgentProcess
+from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentStarted,
     Event,
     GateStarted,
     RecoveryNeeded,
 )
-from paella_tui.supervisor.run_loop import RunLoop, install_signal_handlers, policy
-from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.watcher import DEBOUNCE_MS, STEP_MS
-from paella_tui.supervisor.workspace import STATE_DIR_ENV, Workspace
+from paella_tui.supervisor.run.run_loop import RunLoop, install_signal_handlers, policy
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store.workspace import STATE_DIR_ENV, Workspace
+from paella_tui.supervisor.watch.watcher import DEBOUNCE_MS, STEP_MS
 
 DEATH_TARGET_S = 0.250
 SETTLE_S = 1.0

@@ -31,10 +31,9 @@ from pathlib import Path
 from benchmarks.harness import clean_env, commit_workspace, log, new_repo, work_folder
 from benchmarks.machine import cores_line, git_version, python_line
 from benchmarks.stats import median, ms
-from paella_tui.supervisor.checkpoints import take_checkpoint
-from paella_tui.supervisor.contract import load_contract
-from paella_tui.supervisor.evaluation import Evaluator
-from paella_tui.supervisor.events import (
+from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.judge.evaluation import Evaluator
+from paella_tui.supervisor.run.events import (
     AgentStarted,
     AgentStats,
     EvaluationFinished,
@@ -44,10 +43,11 @@ from paella_tui.supervisor.events import (
     GateResult,
     GateStarted,
 )
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.checkpoints import take_checkpoint
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 
 CONTRACT = {
     "run": {"prompt": "build it", "agent": ["sleep", "3600"]},

@@ -54,16 +54,16 @@ from benchmarks.checkpoint import (
 from benchmarks.harness import log
 from benchmarks.stats import median, ms, p90
 from paella_tui.run_board import RunBoard
-from paella_tui.supervisor.bisect import Bisection, max_runs
-from paella_tui.supervisor.contract import Gate, load_contract
-from paella_tui.supervisor.events import GateFinished, GateResult
-from paella_tui.supervisor.run_loop import RunLoop, policy
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.scratch_tree import ScratchTree
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.steps import StepRecord, records, take_step
-from paella_tui.supervisor.workspace import STATE_DIR_ENV, Workspace
+from paella_tui.supervisor.contract.model import Gate, load_contract
+from paella_tui.supervisor.judge.bisect import Bisection, max_runs
+from paella_tui.supervisor.run.events import GateFinished, GateResult
+from paella_tui.supervisor.run.run_loop import RunLoop, policy
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.scratch_tree import ScratchTree
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.steps import StepRecord, records, take_step
+from paella_tui.supervisor.store.workspace import STATE_DIR_ENV, Workspace
 
 STATUS_RATIO_TARGET = 1.5
 BISECT_STEPS = 30
@@ -213,10 +213,10 @@ TUI = "TUI start, whole process (App painted with the run's board)"
 TUI_START = """
 import asyncio
 from paella_tui.app import PaellaApp
-from paella_tui.supervisor.run_loop import RunLoop, policy
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.run_loop import RunLoop, policy
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store.workspace import Workspace
 
 run = RunStore(Workspace.find()).current()
 view = RunView.load(run)

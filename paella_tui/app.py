@@ -36,9 +36,9 @@ from paella_tui.quit_signals import QuitSignals
 from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.run_board import RunBoard
 from paella_tui.run_commands import RunCommands
-from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.contract import Contract
-from paella_tui.supervisor.events import (
+from paella_tui.supervisor.agent.output_tail import OutputTail
+from paella_tui.supervisor.contract.model import Contract
+from paella_tui.supervisor.run.events import (
     AgentExited,
     BisectFinished,
     EvaluationFinished,
@@ -47,10 +47,10 @@ from paella_tui.supervisor.events import (
     RecoveryFacts,
     RunDone,
 )
-from paella_tui.supervisor.output_tail import OutputTail
-from paella_tui.supervisor.run_loop import EXIT_NOT_DONE, Decision, RunLoop, policy
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.run.run_loop import EXIT_NOT_DONE, Decision, RunLoop, policy
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.widgets.checkpoint_list import CheckpointList
 from paella_tui.widgets.gate_table import GateRow, GateTable
 

@@ -419,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _change_directory(folders: Sequence[str]) -> None:
     """``-C DIR``, in order, each relative to the last (an empty DIR is ignored, as git does)."""
-    from paella_tui.supervisor.errors import UsageError
+    from paella_tui.supervisor.base.errors import UsageError
 
     for folder in folders:
         if not folder:
@@ -444,7 +444,7 @@ def _silence_stdout() -> None:
 
 def _flush_mirror() -> None:
     # A checkpoint's record reaches the mirror from a background thread; let it land.
-    runs = sys.modules.get("paella_tui.supervisor.runs")
+    runs = sys.modules.get("paella_tui.supervisor.run.runs")
     if runs is not None:
         runs.wait_for_mirror()
 
@@ -486,8 +486,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return 0
     except Exception as err:  # one place turns every known error into a message and a status
-        from paella_tui.supervisor.contract import ContractError
-        from paella_tui.supervisor.errors import PaellaError
+        from paella_tui.supervisor.base.errors import PaellaError
+        from paella_tui.supervisor.contract.model import ContractError
 
         if isinstance(err, ContractError):
             print(

@@ -23,12 +23,12 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
-from paella_tui.supervisor.byproducts import snapshotter_for
-from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.errors import PaellaError
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run
-from paella_tui.supervisor.tree_diff import FileChange, changes_between
+from paella_tui.supervisor.base.errors import PaellaError
+from paella_tui.supervisor.judge.byproducts import snapshotter_for
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.tree_diff import FileChange, changes_between
 
 MAX_DIFF_LINES = 2000
 """A file's diff is cut after this many lines (the rest is one ``paella diff`` away)."""

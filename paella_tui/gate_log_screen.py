@@ -21,7 +21,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from paella_tui.supervisor.failures import failing_test
+from paella_tui.supervisor.judge.failures import failing_test
 
 MAX_LOG_BYTES = 4 * 1024 * 1024
 """The view shows at most the last this many bytes of a log (a gate can write gigabytes)."""

@@ -22,11 +22,15 @@ from textual.widgets import Footer, Markdown, Static
 from textual.worker import Worker, WorkerState
 
 from paella_tui.diff_screen import now_tree
-from paella_tui.supervisor.errors import PaellaError
-from paella_tui.supervisor.handoff import handoff_inputs_from_view, render_handoff, write_handoff
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run
-from paella_tui.supervisor.tree_diff import changes_between
+from paella_tui.supervisor.base.errors import PaellaError
+from paella_tui.supervisor.run.handoff import (
+    handoff_inputs_from_view,
+    render_handoff,
+    write_handoff,
+)
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.store.tree_diff import changes_between
 
 
 def build_handoff(run: Run) -> str:

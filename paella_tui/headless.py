@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from paella_tui.supervisor.durations import format_duration
-from paella_tui.supervisor.events import (
+from paella_tui.supervisor.base.durations import format_duration
+from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentSession,
     AgentStarted,

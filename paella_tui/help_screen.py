@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.run.runs import Run
 
 MAIN_KEYS: tuple[tuple[str, str], ...] = (
     ("g", "run the gates now (also resumes a paused watcher)"),

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, cast
 
 from paella_tui.headless import describe_event
-from paella_tui.supervisor.events import (
+from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentStarted,
     BreakPoint,

@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from paella_tui.run_board import RunBoard
-from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.supervisor.agent.output_tail import OutputTail
 from paella_tui.widgets.agent_log import AgentLog
 from paella_tui.widgets.checkpoint_list import CheckpointList
 from paella_tui.widgets.drift_feed import DriftFeed

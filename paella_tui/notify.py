@@ -21,7 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from paella_tui.supervisor.events import AgentExited, DriftDetected, Event, Notice, RecoveryNeeded
+from paella_tui.supervisor.run.events import (
+    AgentExited,
+    DriftDetected,
+    Event,
+    Notice,
+    RecoveryNeeded,
+)
 
 if TYPE_CHECKING:
     from textual.app import App

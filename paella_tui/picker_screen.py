@@ -24,11 +24,11 @@ from textual.widgets.data_table import ColumnKey
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from paella_tui.diff_screen import now_tree
-from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.errors import PaellaError
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run
-from paella_tui.supervisor.tree_diff import FileChange, changes_between
+from paella_tui.supervisor.base.errors import PaellaError
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.tree_diff import FileChange, changes_between
 from paella_tui.widgets.recovery_panel import when
 from paella_tui.widgets.theme_styles import theme_style
 

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from paella_tui.supervisor.breaks import breaks_of
-from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.contract import Contract
-from paella_tui.supervisor.events import (
+from paella_tui.supervisor.contract.model import Contract
+from paella_tui.supervisor.judge.breaks import breaks_of
+from paella_tui.supervisor.run.events import (
     GREEN,
     RED,
     AgentExited,
@@ -41,7 +40,8 @@ from paella_tui.supervisor.events import (
     Usage,
     WatchPaused,
 )
-from paella_tui.supervisor.run_view import RunView
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.widgets.episode_list import EpisodeRow
 from paella_tui.widgets.gate_table import GateRow
 

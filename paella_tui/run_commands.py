@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from paella_tui.commands.engine_commands import judging_evaluator
 from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.picker_screen import PickerScreen
-from paella_tui.supervisor.byproducts import snapshotter_for
-from paella_tui.supervisor.checkpoints import SnapshotRecord, take_checkpoint
-from paella_tui.supervisor.events import CheckpointTaken, Event, RolledBack
-from paella_tui.supervisor.rollback import rollback
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.snapshot import Snapshotter
+from paella_tui.supervisor.judge.byproducts import snapshotter_for
+from paella_tui.supervisor.run.events import CheckpointTaken, Event, RolledBack
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.store.rollback import rollback
+from paella_tui.supervisor.store.snapshot import Snapshotter
 
 if TYPE_CHECKING:
     from paella_tui.app import PaellaApp

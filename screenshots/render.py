@@ -189,7 +189,7 @@ def stream_bytes(records: list[dict[str, Any]]) -> bytes:
 
 def agent_output() -> list[str]:
     """The stream as the log view shows it (through the claude profile's decoder)."""
-    from paella_tui.supervisor.profiles import PROFILES
+    from paella_tui.supervisor.agent.profiles import PROFILES
 
     decoder = PROFILES["claude"].new_decoder()
     lines = decoder.feed(stream_bytes(STREAM)) + decoder.finish()
@@ -198,9 +198,9 @@ def agent_output() -> list[str]:
 
 def fixed_environment() -> None:
     """Pin every input that would make two renders differ: ids, clocks, commit dates, paths."""
-    import paella_tui.supervisor.checkpoints
-    import paella_tui.supervisor.ledger
-    import paella_tui.supervisor.runs
+    import paella_tui.supervisor.run.ledger
+    import paella_tui.supervisor.run.runs
+    import paella_tui.supervisor.store.checkpoints
 
     os.environ["PAELLA_STATE_DIR"] = str(WORKSPACE.parent / "state")
     for name in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
@@ -213,9 +213,9 @@ def fixed_environment() -> None:
         t = START + timedelta(minutes=9 * next(ticks))
         return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
-    paella_tui.supervisor.runs.new_run_id = lambda now=None: RUN_ID  # type: ignore[assignment]
-    paella_tui.supervisor.ledger.utc_now = clock
-    paella_tui.supervisor.checkpoints.utc_now = clock  # type: ignore[attr-defined]
+    paella_tui.supervisor.run.runs.new_run_id = lambda now=None: RUN_ID  # type: ignore[assignment]
+    paella_tui.supervisor.run.ledger.utc_now = clock
+    paella_tui.supervisor.store.checkpoints.utc_now = clock  # type: ignore[attr-defined]
 
 
 def git(*args: str) -> None:
@@ -240,15 +240,15 @@ def scripted_run() -> tuple[Any, Any]:
 
     Returns the run and its recovery facts, built as the engine builds them.
     """
-    from paella_tui.supervisor.checkpoints import take_checkpoint
-    from paella_tui.supervisor.contract import load_contract
-    from paella_tui.supervisor.events import GateResult, RecoveryFacts
-    from paella_tui.supervisor.rollback import rollback
-    from paella_tui.supervisor.run_view import RunView
-    from paella_tui.supervisor.runs import RunStore
-    from paella_tui.supervisor.snapshot import Snapshotter
-    from paella_tui.supervisor.tree_diff import changes_between, totals
-    from paella_tui.supervisor.workspace import Workspace
+    from paella_tui.supervisor.contract.model import load_contract
+    from paella_tui.supervisor.run.events import GateResult, RecoveryFacts
+    from paella_tui.supervisor.run.run_view import RunView
+    from paella_tui.supervisor.run.runs import RunStore
+    from paella_tui.supervisor.store.checkpoints import take_checkpoint
+    from paella_tui.supervisor.store.rollback import rollback
+    from paella_tui.supervisor.store.snapshot import Snapshotter
+    from paella_tui.supervisor.store.tree_diff import changes_between, totals
+    from paella_tui.supervisor.store.workspace import Workspace
 
     shutil.rmtree(WORKSPACE.parent, ignore_errors=True)
     WORKSPACE.mkdir(parents=True)
@@ -393,8 +393,10 @@ async def main_screen(run: Any) -> Path | None:
     except ImportError as err:
         print(f"main screen: not rendered ({err})")
         return None
-    from paella_tui.supervisor.decoded_tail import DecodedTail
-    from paella_tui.supervisor.events import (
+    from paella_tui.supervisor.agent.decoded_tail import DecodedTail
+    from paella_tui.supervisor.agent.output_tail import OutputTail
+    from paella_tui.supervisor.agent.profiles import PROFILES
+    from paella_tui.supervisor.run.events import (
         AgentStarted,
         AgentStats,
         CheckpointTaken,
@@ -403,9 +405,7 @@ async def main_screen(run: Any) -> Path | None:
         GateResult,
         Usage,
     )
-    from paella_tui.supervisor.output_tail import OutputTail
-    from paella_tui.supervisor.profiles import PROFILES
-    from paella_tui.supervisor.run_view import RunView
+    from paella_tui.supervisor.run.run_view import RunView
 
     view = RunView.load(run)
     contract = run.load_contract()

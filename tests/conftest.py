@@ -69,7 +69,7 @@ def mirror_saves_finish() -> Iterator[None]:
     """A checkpoint's ledger reaches the mirror from a background thread: let it land before
     the next test (which may reuse a fixed state folder)."""
     yield
-    from paella_tui.supervisor.runs import wait_for_mirror
+    from paella_tui.supervisor.run.runs import wait_for_mirror
 
     wait_for_mirror()
 

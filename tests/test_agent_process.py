@@ -23,9 +23,9 @@ from types import ModuleType
 import psutil
 import pytest
 
-from paella_tui.supervisor.agent_process import AgentProcess, AgentStartError, ExitInfo
-from paella_tui.supervisor.output_tail import OutputTail
-from paella_tui.supervisor.process_tree import (
+from paella_tui.supervisor.agent.agent_process import AgentProcess, AgentStartError, ExitInfo
+from paella_tui.supervisor.agent.output_tail import OutputTail
+from paella_tui.supervisor.agent.process_tree import (
     ProcessTree,
     TrackedProcess,
     become_subreaper,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.profiles import PROFILES
-from paella_tui.supervisor.profiles.versions import parse_version, probe_version, version_note
+from paella_tui.supervisor.agent.profiles import PROFILES
+from paella_tui.supervisor.agent.profiles.versions import parse_version, probe_version, version_note
 
 
 @pytest.mark.parametrize(

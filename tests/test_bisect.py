@@ -18,14 +18,14 @@ from conftest import GitRunner, capture_tree, make_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from paella_tui.supervisor.bisect import Bisection, known_results, last_good_step, max_runs
-from paella_tui.supervisor.contract import Gate
-from paella_tui.supervisor.events import GateFinished, GateResult
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.scratch_tree import ScratchTree
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.steps import StepRecord, records, take_step
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.contract.model import Gate
+from paella_tui.supervisor.judge.bisect import Bisection, known_results, last_good_step, max_runs
+from paella_tui.supervisor.run.events import GateFinished, GateResult
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.scratch_tree import ScratchTree
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.steps import StepRecord, records, take_step
+from paella_tui.supervisor.store.workspace import Workspace
 
 STEPS = 40
 # One module-scoped history serves every test here: they run on one worker, so it is built once.

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from paella_tui.supervisor.byproducts import (
+from paella_tui.supervisor.base.globs import folder_match, match_any
+from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.judge.byproducts import (
     BYPRODUCTS,
     byproduct_globs,
     ecosystem_globs,
@@ -23,9 +25,7 @@ from paella_tui.supervisor.byproducts import (
     snapshotter_for,
     untracked_byproducts,
 )
-from paella_tui.supervisor.contract import load_contract
-from paella_tui.supervisor.globs import folder_match, match_any
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.store.workspace import Workspace
 
 
 def project(repo: Path, ignore: list[str] | None = None) -> None:
@@ -94,7 +94,7 @@ def test_watch_ignore_applies_and_a_snapshot_taken_before_drops_them(repo: Path)
     (repo / "run.log").write_text("x")
     ws = Workspace.find(repo)
     # A snapshot that knew no byproducts holds them...
-    from paella_tui.supervisor.snapshot import Snapshotter
+    from paella_tui.supervisor.store.snapshot import Snapshotter
 
     plain = Snapshotter(ws)
     with plain.locked():

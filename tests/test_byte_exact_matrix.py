@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor import checkpoints, rollback
-from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store import checkpoints, rollback
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 
 # Bytes that git's conversions would change: CRLF and bare LF lines, an ident keyword, letters
 # a rot13 filter changes.

@@ -13,9 +13,9 @@ from datetime import datetime
 from pathlib import Path
 
 from paella_tui import __version__
-from paella_tui.supervisor.run_view import RUN_STATES
-from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.run_view import RUN_STATES
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store.workspace import Workspace
 
 COMMANDS = (
     "init",

@@ -27,37 +27,37 @@ CORE = {
     "paella_tui.commands",
     "paella_tui.commands.context",
     "paella_tui.supervisor",
-    "paella_tui.supervisor.byproducts",
-    "paella_tui.supervisor.checkpoints",
-    "paella_tui.supervisor.churn",
-    "paella_tui.supervisor.contract",
-    "paella_tui.supervisor.durations",
-    "paella_tui.supervisor.errors",
-    "paella_tui.supervisor.files",
-    "paella_tui.supervisor.gitcli",
-    "paella_tui.supervisor.globs",
-    "paella_tui.supervisor.integrity",
-    "paella_tui.supervisor.ledger",
-    "paella_tui.supervisor.ledger_schema",
-    "paella_tui.supervisor.mirror",
-    "paella_tui.supervisor.owned_lock",
-    "paella_tui.supervisor.raw_blobs",
-    "paella_tui.supervisor.raw_restore",
-    "paella_tui.supervisor.rollback",
-    "paella_tui.supervisor.run_lock",
-    "paella_tui.supervisor.run_view",
-    "paella_tui.supervisor.runs",
-    "paella_tui.supervisor.snapshot",
-    "paella_tui.supervisor.usage",
-    "paella_tui.supervisor.workspace",
+    "paella_tui.supervisor.judge.byproducts",
+    "paella_tui.supervisor.store.checkpoints",
+    "paella_tui.supervisor.store.churn",
+    "paella_tui.supervisor.contract.model",
+    "paella_tui.supervisor.base.durations",
+    "paella_tui.supervisor.base.errors",
+    "paella_tui.supervisor.base.files",
+    "paella_tui.supervisor.store.gitcli",
+    "paella_tui.supervisor.base.globs",
+    "paella_tui.supervisor.run.integrity",
+    "paella_tui.supervisor.run.ledger",
+    "paella_tui.supervisor.run.ledger_schema",
+    "paella_tui.supervisor.store.mirror",
+    "paella_tui.supervisor.base.owned_lock",
+    "paella_tui.supervisor.store.raw_blobs",
+    "paella_tui.supervisor.store.raw_restore",
+    "paella_tui.supervisor.store.rollback",
+    "paella_tui.supervisor.run.run_lock",
+    "paella_tui.supervisor.run.run_view",
+    "paella_tui.supervisor.run.runs",
+    "paella_tui.supervisor.store.snapshot",
+    "paella_tui.supervisor.agent.usage",
+    "paella_tui.supervisor.store.workspace",
 }
 # ``schemas`` holds the version the --json outputs carry (a constant; its schemas load lazily).
 # A status folds where each regressed gate broke (``break_points``): those verdicts are events.
 STATUS = CORE | {
     "paella_tui.commands.status_commands",
     "paella_tui.schemas",
-    "paella_tui.supervisor.break_points",
-    "paella_tui.supervisor.events",
+    "paella_tui.supervisor.judge.break_points",
+    "paella_tui.supervisor.run.events",
 }
 SNAPSHOTS = CORE | {"paella_tui.commands.snapshot_commands", "paella_tui.schemas"}
 ALLOWED = {
@@ -69,6 +69,12 @@ ALLOWED = {
     ("checkpoints",): SNAPSHOTS,
     ("checkpoint", "--label", "x"): SNAPSHOTS,
     ("--help",): {"paella_tui", "paella_tui.cli"},
+}
+# The engine's rooms are packages that hold only a docstring: loading one costs nothing, and what a
+# command loads from inside a room is still checked module by module.
+ROOMS = {
+    f"paella_tui.supervisor.{room}"
+    for room in ("base", "contract", "store", "agent", "watch", "judge", "run")
 }
 # Never for these commands: the TUI, the watcher, the supervising engine, GitPython.
 FORBIDDEN_TOP = {"textual", "rich", "watchfiles", "git", "asyncio", "tomli_w"}
@@ -119,5 +125,5 @@ def test_a_command_loads_only_what_it_uses(workspace: Path, argv: tuple[str, ...
     assert result["code"] in (0, None), result["out"]
     loaded = set(result["modules"])
     ours = {m for m in loaded if m.startswith("paella_tui")}
-    assert ours - ALLOWED[argv] == set(), f"{' '.join(argv)} loads more than it uses"
+    assert ours - ALLOWED[argv] - ROOMS == set(), f"{' '.join(argv)} loads more than it uses"
     assert {m.split(".")[0] for m in loaded} & FORBIDDEN_TOP == set()

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.contract import (
+from paella_tui.supervisor.base.durations import (
+    format_duration,
+    format_size,
+    parse_duration,
+    parse_size,
+)
+from paella_tui.supervisor.contract.model import (
     CONTRACT_FILE,
     DEFAULT_AGENT_COMMANDS,
     DEFAULT_RESUME_COMMANDS,
@@ -23,7 +29,6 @@ from paella_tui.supervisor.contract import (
     load_contract,
     parse_contract,
 )
-from paella_tui.supervisor.durations import format_duration, format_size, parse_duration, parse_size
 
 # The SPEC 3 example, with the "privacy" gate its second episode names.
 SPEC_EXAMPLE = """\

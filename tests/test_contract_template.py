@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.contract import (
+from paella_tui.supervisor.agent.profiles import PROFILES as AGENT_PROFILES
+from paella_tui.supervisor.contract.model import (
     CONTRACT_FILE,
     DEFAULT_AGENT_COMMANDS,
     DEFAULT_RESUME_COMMANDS,
@@ -19,7 +20,7 @@ from paella_tui.supervisor.contract import (
     load_contract,
     parse_contract,
 )
-from paella_tui.supervisor.contract_template import (
+from paella_tui.supervisor.contract.template import (
     NPM_PLACEHOLDER_TEST,
     UNDETECTED_GATE,
     WIDTH,
@@ -27,7 +28,6 @@ from paella_tui.supervisor.contract_template import (
     parse_gate_option,
     render_contract,
 )
-from paella_tui.supervisor.profiles import PROFILES as AGENT_PROFILES
 
 
 def repo(tmp_path: Path, files: dict[str, str]) -> Path:

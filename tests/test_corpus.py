@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from paella_tui.supervisor.contract import RetryConfig
-from paella_tui.supervisor.events import AgentExited
-from paella_tui.supervisor.profiles import PROFILES, DecodedStats
-from paella_tui.supervisor.retry import classify, read_failure, retry_wait
+from paella_tui.supervisor.agent.profiles import PROFILES, DecodedStats
+from paella_tui.supervisor.agent.retry import classify, read_failure, retry_wait
+from paella_tui.supervisor.contract.model import RetryConfig
+from paella_tui.supervisor.run.events import AgentExited
 
 CORPUS = Path(__file__).parent / "corpus"
 SAMPLES = sorted(CORPUS.glob("*/*.toml"))
@@ -169,10 +169,10 @@ def _replay_run(
 
     import tomli_w
 
-    from paella_tui.supervisor.contract import load_contract
-    from paella_tui.supervisor.run_loop import RunLoop, policy
-    from paella_tui.supervisor.runs import RunStore
-    from paella_tui.supervisor.workspace import Workspace
+    from paella_tui.supervisor.contract.model import load_contract
+    from paella_tui.supervisor.run.run_loop import RunLoop, policy
+    from paella_tui.supervisor.run.runs import RunStore
+    from paella_tui.supervisor.store.workspace import Workspace
 
     samples = sample.split(",")
     exits = [str(_load(CORPUS / f"{name}.toml")["exit_code"]) for name in samples]
@@ -208,7 +208,7 @@ def _replay_run(
 def test_an_expired_codex_login_stops_the_run_without_a_retry(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from paella_tui.supervisor.events import AgentStarted, RetryScheduled, RunStopped
+    from paella_tui.supervisor.run.events import AgentStarted, RetryScheduled, RunStopped
 
     code, events, run = _replay_run(
         repo, monkeypatch, "codex/hive-mind-715-expired-login", "codex", ["exec", "--json"]
@@ -228,8 +228,8 @@ def test_an_expired_codex_login_stops_the_run_without_a_retry(
 def test_a_claude_limit_beyond_max_wait_stops_and_says_when_to_resume(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from paella_tui.supervisor.events import AgentExited, RetryScheduled, RunStopped
-    from paella_tui.supervisor.run_view import RunView
+    from paella_tui.supervisor.run.events import AgentExited, RetryScheduled, RunStopped
+    from paella_tui.supervisor.run.run_view import RunView
 
     code, events, run = _replay_run(
         repo,
@@ -257,7 +257,7 @@ def test_a_claude_limit_beyond_max_wait_stops_and_says_when_to_resume(
 def test_a_missing_session_is_dropped_and_the_agent_starts_afresh_with_the_handoff(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from paella_tui.supervisor.events import AgentStarted, Notice, RunDone
+    from paella_tui.supervisor.run.events import AgentStarted, Notice, RunDone
 
     # 1: opencode works in a session and stops short (gates red); 2: the resume of that session finds it gone
     # (exit 0, "Session not found" on stderr only); 3: a fresh start finishes the work.
@@ -353,7 +353,7 @@ def test_paella_check_says_which_agent_version_it_found(
 def test_a_codex_429_is_retried_and_the_words_that_said_so_are_kept(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from paella_tui.supervisor.events import RetryScheduled, RunDone
+    from paella_tui.supervisor.run.events import RetryScheduled, RunDone
 
     code, events, run = _replay_run(
         repo,

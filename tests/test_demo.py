@@ -29,10 +29,10 @@ from textual.pilot import Pilot
 from paella_tui.commands.demo_command import _demo_dir
 from paella_tui.demo import scenario
 from paella_tui.demo.agent import FINAL
-from paella_tui.supervisor.contract import CONTRACT_FILE, load_contract
-from paella_tui.supervisor.errors import UsageError
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.base.errors import UsageError
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, load_contract
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.workspace import Workspace
 
 DEMO_TIMEOUT_S = 60.0
 ANSI = re.compile(r"\x1b\[")

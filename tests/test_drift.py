@@ -7,10 +7,10 @@ from pathlib import Path
 
 from conftest import GitRunner
 
-from paella_tui.supervisor.contract import parse_contract
-from paella_tui.supervisor.drift import DriftTracker
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.contract.model import parse_contract
+from paella_tui.supervisor.judge.drift import DriftTracker
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 
 CONTRACT = """\
 [run]

@@ -20,15 +20,14 @@ from conftest import make_repo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paella_tui.supervisor.checkpoints import SnapshotRecord, records
-from paella_tui.supervisor.contract import Contract, parse_contract
-from paella_tui.supervisor.evaluation import (
+from paella_tui.supervisor.contract.model import Contract, parse_contract
+from paella_tui.supervisor.judge.evaluation import (
     CHANGED_DURING_GATES,
     MAX_STALE_STREAK,
     Evaluator,
     EvaluatorClosed,
 )
-from paella_tui.supervisor.events import (
+from paella_tui.supervisor.run.events import (
     CheckpointTaken,
     DriftDetected,
     EvaluationFinished,
@@ -40,11 +39,12 @@ from paella_tui.supervisor.events import (
     GateStatus,
     Notice,
 )
-from paella_tui.supervisor.rollback import rollback
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord, records
+from paella_tui.supervisor.store.rollback import rollback
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 
 SCRIPTS = Path(__file__).parent / "gate_scripts"
 E = TypeVar("E", bound=Event)

@@ -9,17 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from paella_tui.supervisor.contract import RetryConfig
-from paella_tui.supervisor.events import AgentExited, Usage
-from paella_tui.supervisor.failure_words import (
+from paella_tui.supervisor.agent.failure_words import (
     TRANSIENT_STATUS,
     find_permanent,
     find_transient,
     word_regex,
 )
-from paella_tui.supervisor.profiles import PROFILES
-from paella_tui.supervisor.reset_times import parse_reset_time
-from paella_tui.supervisor.retry import classify, read_failure, retry_wait
+from paella_tui.supervisor.agent.profiles import PROFILES
+from paella_tui.supervisor.agent.reset_times import parse_reset_time
+from paella_tui.supervisor.agent.retry import classify, read_failure, retry_wait
+from paella_tui.supervisor.contract.model import RetryConfig
+from paella_tui.supervisor.run.events import AgentExited, Usage
 
 CONTRACT = RetryConfig().transient
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.failures import (
+from paella_tui.supervisor.judge.failures import (
     MAX_TESTS,
     failing_test,
     failing_tests,

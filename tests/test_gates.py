@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from paella_tui.supervisor.contract import Gate
-from paella_tui.supervisor.events import GateResult
-from paella_tui.supervisor.gates import TAIL_LINES, log_tail, next_log_path, run_gate
+from paella_tui.supervisor.contract.model import Gate
+from paella_tui.supervisor.judge.gates import TAIL_LINES, log_tail, next_log_path, run_gate
+from paella_tui.supervisor.run.events import GateResult
 
 SCRIPTS = Path(__file__).parent / "gate_scripts"
 TREE = "0123456789abcdef0123456789abcdef01234567"

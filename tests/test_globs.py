@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from paella_tui.supervisor.globs import folder_match, glob_match, match_any, unmatched
+from paella_tui.supervisor.base.globs import folder_match, glob_match, match_any, unmatched
 
 
 @pytest.mark.parametrize(

@@ -10,21 +10,26 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.checkpoints import SnapshotRecord, take_checkpoint
-from paella_tui.supervisor.contract import CONTRACT_FILE, Contract, load_contract, parse_contract
-from paella_tui.supervisor.errors import UsageError
-from paella_tui.supervisor.events import GateResult
-from paella_tui.supervisor.handoff import (
+from paella_tui.supervisor.base.errors import UsageError
+from paella_tui.supervisor.contract.model import (
+    CONTRACT_FILE,
+    Contract,
+    load_contract,
+    parse_contract,
+)
+from paella_tui.supervisor.run.events import GateResult
+from paella_tui.supervisor.run.handoff import (
     EpisodeState,
     HandoffInputs,
     handoff_inputs_from_view,
     render_handoff,
     write_handoff,
 )
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 
 # The SPEC 3 example with the "privacy" gate its second episode names, and two more episodes
 # (export, audit) so that it is a typical run: 4 episodes, 5 gates.

@@ -32,8 +32,8 @@ from run_scenarios import (
     section,
 )
 
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.workspace import Workspace
 
 TIMEOUT = 60.0
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import GitRunner
 from hostile_project import HostileProject, no_traceback
 
-from paella_tui.supervisor.process_cage import Cage
+from paella_tui.supervisor.agent.process_cage import Cage
 
 REWRITE_CONTRACT = """\
 run=$(cat .git/paella/current)

@@ -16,8 +16,8 @@ from conftest import make_repo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paella_tui.supervisor.gitcli import Git, encode_paths_z
-from paella_tui.supervisor.ignore_verdicts import IgnoreVerdicts, folders_of
+from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.watch.ignore_verdicts import IgnoreVerdicts, folders_of
 
 # No glob characters here: ``git check-ignore`` matches each path it is given as a pathspec glob
 # against the index, so ``x*/build`` counts as tracked when ``x*/a/build`` is. Names with glob

@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 
 from paella_tui.schemas import SCHEMA_NAMES, SCHEMA_VERSION, load_schema
-from paella_tui.supervisor.events import DriftKind, GateStatus
-from paella_tui.supervisor.run_view import RUN_STATES
+from paella_tui.supervisor.run.events import DriftKind, GateStatus
+from paella_tui.supervisor.run.run_view import RUN_STATES
 
 # One worker for the module: its distributions (or its demo run) are built once per module.
 pytestmark = pytest.mark.xdist_group("json-schemas")

@@ -17,18 +17,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from paella_tui.cli import main as paella_main
-from paella_tui.supervisor import checkpoints as ckpt
-from paella_tui.supervisor.contract import load_contract
-from paella_tui.supervisor.errors import PaellaError
-from paella_tui.supervisor.handoff import handoff_inputs_from_view, render_handoff
-from paella_tui.supervisor.ledger import GENESIS, Ledger, line_hash
-from paella_tui.supervisor.ledger_schema import SCHEMAS, problem
-from paella_tui.supervisor.rollback import interrupted_rollback
-from paella_tui.supervisor.run_loop import RunLoop, policy
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.base.errors import PaellaError
+from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.run.handoff import handoff_inputs_from_view, render_handoff
+from paella_tui.supervisor.run.ledger import GENESIS, Ledger, line_hash
+from paella_tui.supervisor.run.ledger_schema import SCHEMAS, problem
+from paella_tui.supervisor.run.run_loop import RunLoop, policy
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store import checkpoints as ckpt
+from paella_tui.supervisor.store.rollback import interrupted_rollback
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 
 SHA = "a" * 40
 

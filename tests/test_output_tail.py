@@ -8,7 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paella_tui.supervisor.output_tail import OutputTail, strip_sgr
+from paella_tui.supervisor.agent.output_tail import OutputTail, strip_sgr
 
 CUT = 64 * 1024
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.owned_lock import LockHeld, OwnedLock, Owner, process_start_time
+from paella_tui.supervisor.base.owned_lock import LockHeld, OwnedLock, Owner, process_start_time
 
 HOLDER = textwrap.dedent(
     """
     import subprocess, sys, time
     from pathlib import Path
-    from paella_tui.supervisor.owned_lock import OwnedLock
+    from paella_tui.supervisor.base.owned_lock import OwnedLock
     lock = OwnedLock(Path(sys.argv[1]), what="a test")
     lock.acquire()
     if sys.argv[2] == "child":

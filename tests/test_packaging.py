@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DIST_INFO = f"paella_tui-{__version__}.dist-info"
 SHIPPED = (
     "paella_tui/cli.py",
-    "paella_tui/supervisor/events.py",
-    "paella_tui/supervisor/profiles/__init__.py",
+    "paella_tui/supervisor/run/events.py",
+    "paella_tui/supervisor/agent/profiles/__init__.py",
     "paella_tui/widgets/gate_table.py",
     "paella_tui/styles/app.tcss",
     "paella_tui/schemas/status.schema.json",

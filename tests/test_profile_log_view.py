@@ -25,12 +25,18 @@ from textual.widgets import Static
 
 from paella_tui.app import PaellaApp
 from paella_tui.run_board import RunBoard
-from paella_tui.supervisor.decoded_tail import DecodedTail
-from paella_tui.supervisor.events import AgentExited, AgentSession, AgentStarted, AgentStats, Usage
-from paella_tui.supervisor.output_tail import OutputSink, OutputTail, strip_sgr
-from paella_tui.supervisor.profiles import PROFILES
-from paella_tui.supervisor.run_loop import ATTEMPT_MARKER
-from paella_tui.supervisor.run_view import RunView
+from paella_tui.supervisor.agent.decoded_tail import DecodedTail
+from paella_tui.supervisor.agent.output_tail import OutputSink, OutputTail, strip_sgr
+from paella_tui.supervisor.agent.profiles import PROFILES
+from paella_tui.supervisor.run.events import (
+    AgentExited,
+    AgentSession,
+    AgentStarted,
+    AgentStats,
+    Usage,
+)
+from paella_tui.supervisor.run.run_loop import ATTEMPT_MARKER
+from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.widgets.agent_log import AgentLog
 from paella_tui.widgets.run_header import RunHeader
 

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 import pytest
 import tomli_w
 
-from paella_tui.supervisor.contract import load_contract
-from paella_tui.supervisor.events import (
+from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentSession,
     DriftDetected,
@@ -32,10 +32,10 @@ from paella_tui.supervisor.events import (
     RunDone,
     Usage,
 )
-from paella_tui.supervisor.run_loop import RunLoop, policy
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.run_loop import RunLoop, policy
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.workspace import Workspace
 
 AGENTS = Path(__file__).parent / "profile_agents"
 CLAUDE_SID = "4f1c2b7e-claude-session"

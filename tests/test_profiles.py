@@ -15,25 +15,25 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.contract import (
-    DEFAULT_AGENT_COMMANDS,
-    DEFAULT_RESUME_COMMANDS,
-    RetryConfig,
-    expand_placeholders,
-)
-from paella_tui.supervisor.contract import (
-    PROFILES as CONTRACT_PROFILES,
-)
-from paella_tui.supervisor.events import AgentExited
-from paella_tui.supervisor.profiles import (
+from paella_tui.supervisor.agent.profiles import (
     PROFILES,
     DecodedStats,
     Profile,
     StreamDecoder,
     get_profile,
 )
-from paella_tui.supervisor.profiles.stream import DisplayLine, describe_tool
-from paella_tui.supervisor.retry import classify, parse_reset_time
+from paella_tui.supervisor.agent.profiles.stream import DisplayLine, describe_tool
+from paella_tui.supervisor.agent.retry import classify, parse_reset_time
+from paella_tui.supervisor.contract.model import (
+    DEFAULT_AGENT_COMMANDS,
+    DEFAULT_RESUME_COMMANDS,
+    RetryConfig,
+    expand_placeholders,
+)
+from paella_tui.supervisor.contract.model import (
+    PROFILES as CONTRACT_PROFILES,
+)
+from paella_tui.supervisor.run.events import AgentExited
 
 AGENTS = Path(__file__).parent / "profile_agents"
 CONTRACT_TRANSIENT = RetryConfig().transient

@@ -7,11 +7,11 @@ from pathlib import Path
 import tomli_w
 
 from paella_tui.run_board import RunBoard
-from paella_tui.supervisor.contract import load_contract
-from paella_tui.supervisor.events import GateFinished, GateResult, GateStarted
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.run.events import GateFinished, GateResult, GateStarted
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store.workspace import Workspace
 
 
 def contract_in(repo: Path):  # type: ignore[no-untyped-def]

@@ -7,11 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from paella_tui.supervisor.contract import parse_contract
-from paella_tui.supervisor.events import Event
-from paella_tui.supervisor.run_loop import RunLoop, policy
-from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.contract.model import parse_contract
+from paella_tui.supervisor.run.events import Event
+from paella_tui.supervisor.run.run_loop import RunLoop, policy
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store.workspace import Workspace
 
 AGENT = """
 import json, os, sys

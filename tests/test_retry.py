@@ -8,9 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from paella_tui.supervisor.contract import RetryConfig
-from paella_tui.supervisor.events import AgentExited
-from paella_tui.supervisor.retry import (
+from paella_tui.supervisor.agent.retry import (
     RESET_MARGIN_S,
     Wait,
     backoff_delay,
@@ -19,6 +17,8 @@ from paella_tui.supervisor.retry import (
     parse_reset_time,
     retry_wait,
 )
+from paella_tui.supervisor.contract.model import RetryConfig
+from paella_tui.supervisor.run.events import AgentExited
 
 TRANSIENT = ("rate limit", "429", "overloaded", "usage limit")
 NEW_YORK = ZoneInfo("America/New_York")

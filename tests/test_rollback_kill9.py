@@ -215,7 +215,7 @@ def test_children_started_with_the_hook_die_with_paella(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import subprocess, time\n"
-            "from paella_tui.supervisor.gitcli import die_with_parent\n"
+            "from paella_tui.supervisor.store.gitcli import die_with_parent\n"
             "child = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent())\n"
             "print(child.pid, flush=True)\n"
             "time.sleep(60)\n",

@@ -12,10 +12,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paella_tui.supervisor import checkpoints, rollback
-from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store import checkpoints, rollback
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 
 # Paths overlap on purpose (``d`` is a file in one example and a folder in another) and include
 # spaces, unicode, a leading dash and a newline.

@@ -33,9 +33,9 @@ from run_scenarios import (
     section,
 )
 
-from paella_tui.supervisor.contract import Contract, load_contract
-from paella_tui.supervisor.drift import DriftTracker
-from paella_tui.supervisor.events import (
+from paella_tui.supervisor.contract.model import Contract, load_contract
+from paella_tui.supervisor.judge.drift import DriftTracker
+from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentStarted,
     CheckpointTaken,
@@ -52,11 +52,11 @@ from paella_tui.supervisor.events import (
     RunDone,
     RunStopped,
 )
-from paella_tui.supervisor.run_loop import Decide, Decision, RunLoop, policy
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.watcher import WatchPlan, WorkspaceWatcher
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.run_loop import Decide, Decision, RunLoop, policy
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.workspace import Workspace
+from paella_tui.supervisor.watch.watcher import WatchPlan, WorkspaceWatcher
 
 FLOOD = Path(__file__).parent / "agents" / "flood.py"
 RUN_TIMEOUT = 60.0

@@ -8,10 +8,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from paella_tui.supervisor import checkpoints
-from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.snapshot import Snapshot, Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store import checkpoints
+from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 
 
 def snapshot(repo: Path, **kwargs: int) -> Snapshot:

@@ -8,11 +8,11 @@ import os
 import subprocess
 from pathlib import Path
 
-from paella_tui.supervisor import checkpoints, rollback
-from paella_tui.supervisor.churn import CHURN_STREAK
-from paella_tui.supervisor.runs import RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store import checkpoints, rollback
+from paella_tui.supervisor.store.churn import CHURN_STREAK
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 
 
 def blob_stored(repo: Path, data: bytes) -> bool:

@@ -11,11 +11,11 @@ import pytest
 from conftest import GitRunner
 from test_contract import MINIMAL, problems_of, write
 
-from paella_tui.supervisor.checkpoints import take_checkpoint
-from paella_tui.supervisor.contract import DEFAULT_STEPS_KEEP, load_contract
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.steps import (
+from paella_tui.supervisor.contract.model import DEFAULT_STEPS_KEEP, load_contract
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.checkpoints import take_checkpoint
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.steps import (
     SequencedSnapshotter,
     StepKeeper,
     StepRecord,
@@ -24,7 +24,7 @@ from paella_tui.supervisor.steps import (
     records,
     take_step,
 )
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.store.workspace import Workspace
 
 
 def test_steps_keys_default_and_parse(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.color import Color as TextualColor
 
-from paella_tui.supervisor.events import DriftDetected, DriftKind, GateStatus
-from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.supervisor.agent.output_tail import OutputTail
+from paella_tui.supervisor.run.events import DriftDetected, DriftKind, GateStatus
 from paella_tui.widgets.agent_log import AgentLog, OutputView
 from paella_tui.widgets.drift_feed import DriftFeed
 from paella_tui.widgets.episode_list import EpisodeList, EpisodeRow

@@ -28,11 +28,11 @@ from paella_tui.app import PaellaApp
 from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.main_screen import MainScreen
 from paella_tui.notify import Alarm, Alert, alert_for, desktop_sequence, detect_protocol
-from paella_tui.supervisor.contract import load_contract
-from paella_tui.supervisor.events import AgentExited, DriftDetected, Notice
-from paella_tui.supervisor.output_tail import OutputTail
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.agent.output_tail import OutputTail
+from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.run.events import AgentExited, DriftDetected, Notice
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.workspace import Workspace
 from paella_tui.widgets.agent_log import AgentLog, OutputView
 
 AGENT = Path(__file__).parent / "agents" / "episodes.py"

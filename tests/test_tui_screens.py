@@ -23,14 +23,14 @@ from paella_tui.handoff_screen import HandoffScreen
 from paella_tui.help_screen import MAIN_KEYS, RECOVERY_KEYS, SYMBOLS, HelpScreen
 from paella_tui.picker_screen import PickerScreen
 from paella_tui.recovery_screen import RecoveryScreen
-from paella_tui.supervisor.checkpoints import SnapshotRecord, take_checkpoint
-from paella_tui.supervisor.contract import CONTRACT_FILE, load_contract
-from paella_tui.supervisor.events import GateResult, RecoveryFacts
-from paella_tui.supervisor.rollback import rollback
-from paella_tui.supervisor.run_loop import Decision
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, load_contract
+from paella_tui.supervisor.run.events import GateResult, RecoveryFacts
+from paella_tui.supervisor.run.run_loop import Decision
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.store.rollback import rollback
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 from paella_tui.widgets.recovery_panel import RecoveryPanel
 from paella_tui.widgets.rollback_progress import RollbackProgress
 
@@ -436,7 +436,7 @@ class Scripted:
             )
 
     def checkpoint(self, n: int) -> SnapshotRecord:
-        from paella_tui.supervisor.checkpoints import find
+        from paella_tui.supervisor.store.checkpoints import find
 
         return find(self.run, str(n))
 

@@ -57,7 +57,7 @@ def fixed_run(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scripted]
     monkeypatch.setenv("PAELLA_STATE_DIR", str(state_dir))
     monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-11-29T02:14:55Z")
     monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-11-29T02:14:55Z")
-    monkeypatch.setattr("paella_tui.supervisor.runs.new_run_id", lambda now=None: FIXED_RUN_ID)
+    monkeypatch.setattr("paella_tui.supervisor.run.runs.new_run_id", lambda now=None: FIXED_RUN_ID)
     start = datetime(2026, 11, 29, 2, 14, 55, tzinfo=UTC)
     ticks = iter(range(10_000))
 
@@ -65,8 +65,8 @@ def fixed_run(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scripted]
         t = start + timedelta(minutes=7 * next(ticks))
         return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
-    monkeypatch.setattr("paella_tui.supervisor.ledger.utc_now", clock)
-    monkeypatch.setattr("paella_tui.supervisor.checkpoints.utc_now", clock)
+    monkeypatch.setattr("paella_tui.supervisor.run.ledger.utc_now", clock)
+    monkeypatch.setattr("paella_tui.supervisor.store.checkpoints.utc_now", clock)
     yield Scripted(repo)
     shutil.rmtree(state_dir.parent, ignore_errors=True)
 

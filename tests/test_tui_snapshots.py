@@ -15,9 +15,9 @@ import pytest
 from textual.pilot import Pilot
 
 from paella_tui.app import PaellaApp
-from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.contract import Contract, parse_contract
-from paella_tui.supervisor.events import (
+from paella_tui.supervisor.agent.output_tail import OutputTail
+from paella_tui.supervisor.contract.model import Contract, parse_contract
+from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentStarted,
     AgentStats,
@@ -30,7 +30,7 @@ from paella_tui.supervisor.events import (
     RunDone,
     Usage,
 )
-from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 RUN_ID = "20270115-061455-ab12"

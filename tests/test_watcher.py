@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from conftest import GitRunner
 
-from paella_tui.supervisor.watcher import WorkspaceWatcher
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.store.workspace import Workspace
+from paella_tui.supervisor.watch.watcher import WorkspaceWatcher
 
 SETTLE = 0.2
 
@@ -305,8 +305,8 @@ async def test_polling_mode_says_so_and_still_sees_changes(repo: Path) -> None:
 _LIMITED_WATCHER = """
 import asyncio, json, sys, time
 from pathlib import Path
-from paella_tui.supervisor.watcher import WorkspaceWatcher
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.watch.watcher import WorkspaceWatcher
+from paella_tui.supervisor.store.workspace import Workspace
 
 root, limit, new_folders = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 with open("/proc/sys/user/max_inotify_watches", "w") as handle:

@@ -31,14 +31,14 @@ from paella_tui.diff_screen import DiffScreen
 from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.run_board import RunBoard
 from paella_tui.schemas import load_schema
-from paella_tui.supervisor.bisect import max_runs
-from paella_tui.supervisor.contract import load_contract
-from paella_tui.supervisor.events import BisectFinished, Event, RecoveryFacts
-from paella_tui.supervisor.run_loop import Decision, RunLoop
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.steps import StepTaken
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.judge.bisect import max_runs
+from paella_tui.supervisor.run.events import BisectFinished, Event, RecoveryFacts
+from paella_tui.supervisor.run.run_loop import Decision, RunLoop
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.steps import StepTaken
+from paella_tui.supervisor.store.workspace import Workspace
 
 STEPS = 30
 # One module-scoped history serves every test here: they run on one worker, so it is built once.

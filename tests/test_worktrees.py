@@ -15,8 +15,8 @@ from pathlib import Path
 import jsonschema
 
 from paella_tui.schemas import load_schema
-from paella_tui.supervisor.owned_lock import OwnedLock
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.base.owned_lock import OwnedLock
+from paella_tui.supervisor.store.workspace import Workspace
 
 
 def ok(result):  # type: ignore[no-untyped-def]

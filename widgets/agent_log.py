@@ -1,7 +1,7 @@
 """The agent's live output: a bounded, colour-keeping view of the engine's output tail, with
 follow (``f``) and search (``/``, then ``n``/``N``).
 
-The engine's :class:`~paella_tui.supervisor.output_tail.OutputTail` is fed from the agent's reader; it
+The engine's :class:`~paella_tui.supervisor.agent.output_tail.OutputTail` is fed from the agent's reader; it
 tells this widget when it changed, and 100 ms after the first change the widget takes only the
 lines it has not shown yet, in one batch (an agent printing a million lines costs at most one
 batch of the newest 5,000 lines per 100 ms, never a message per line; a quiet agent costs
@@ -32,7 +32,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input
 
-from paella_tui.supervisor.output_tail import OutputTail
+from paella_tui.supervisor.agent.output_tail import OutputTail
 from paella_tui.widgets.theme_styles import themed_ansi
 
 MAX_LINES = 5000

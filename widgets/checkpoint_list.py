@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from paella_tui.supervisor.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.widgets.fitted_table import FittedTable, fit
 from paella_tui.widgets.symbols import PASS, WARNING
 

@@ -11,7 +11,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from paella_tui.supervisor.events import DriftDetected
+from paella_tui.supervisor.run.events import DriftDetected
 from paella_tui.widgets.fitted_table import FittedTable, fit
 from paella_tui.widgets.symbols import REGRESSION_STYLE, WARNING
 

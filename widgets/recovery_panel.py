@@ -15,8 +15,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.events import GREEN, RED, GateResult, RecoveryFacts
+from paella_tui.supervisor.run.events import GREEN, RED, GateResult, RecoveryFacts
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.widgets.theme_styles import themed_ansi
 
 LABEL_WIDTH = 12

@@ -17,7 +17,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
-from paella_tui.supervisor.events import Usage, compact_count
+from paella_tui.supervisor.run.events import Usage, compact_count
 from paella_tui.widgets.symbols import (
     FAIL,
     PASS,

@@ -7,15 +7,15 @@ import shutil
 import sys
 from dataclasses import dataclass
 
-from paella_tui.supervisor.byproducts import snapshotter_for
-from paella_tui.supervisor.contract import CONTRACT_FILE, Contract, load_contract
-from paella_tui.supervisor.errors import UsageError
-from paella_tui.supervisor.integrity import check_run
-from paella_tui.supervisor.rollback import interrupted_rollback
-from paella_tui.supervisor.run_lock import holder
-from paella_tui.supervisor.runs import Run, RunStore
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import Workspace
+from paella_tui.supervisor.base.errors import UsageError
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract, load_contract
+from paella_tui.supervisor.judge.byproducts import snapshotter_for
+from paella_tui.supervisor.run.integrity import check_run
+from paella_tui.supervisor.run.run_lock import holder
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.rollback import interrupted_rollback
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
 
 
 def warn(message: str) -> None:

@@ -7,26 +7,26 @@ import sys
 from pathlib import Path
 
 from paella_tui.commands.context import Context, command_found
-from paella_tui.supervisor.byproducts import (
-    byproduct_globs,
-    ecosystem_globs,
-    gitignore_lines,
-    untracked_byproducts,
-)
-from paella_tui.supervisor.contract import CONTRACT_FILE, Contract, prompt_file_problem
-from paella_tui.supervisor.contract_template import (
+from paella_tui.supervisor.agent.profiles import get_profile
+from paella_tui.supervisor.base.durations import format_duration, format_size
+from paella_tui.supervisor.base.errors import EXIT_USAGE, EXIT_WORKSPACE, UsageError
+from paella_tui.supervisor.base.files import write_atomic
+from paella_tui.supervisor.base.globs import unmatched
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract, prompt_file_problem
+from paella_tui.supervisor.contract.template import (
     PLACEHOLDER_PROMPT,
     detect_gates,
     parse_gate_option,
     render_contract,
     shell_join,
 )
-from paella_tui.supervisor.durations import format_duration, format_size
-from paella_tui.supervisor.errors import EXIT_USAGE, EXIT_WORKSPACE, UsageError
-from paella_tui.supervisor.files import write_atomic
-from paella_tui.supervisor.gitcli import Git
-from paella_tui.supervisor.globs import unmatched
-from paella_tui.supervisor.profiles import get_profile
+from paella_tui.supervisor.judge.byproducts import (
+    byproduct_globs,
+    ecosystem_globs,
+    gitignore_lines,
+    untracked_byproducts,
+)
+from paella_tui.supervisor.store.gitcli import Git
 
 
 def init(args: argparse.Namespace) -> int:
@@ -214,7 +214,7 @@ def check(args: argparse.Namespace) -> int:
         and command_found(contract.run.agent, ws.root)
     ):
         # Only the agent's own CLI: a wrapper's version says nothing about the agent's output.
-        from paella_tui.supervisor.profiles.versions import probe_version, version_note
+        from paella_tui.supervisor.agent.profiles.versions import probe_version, version_note
 
         found = probe_version(contract.run.agent[0], ws.root)
         ok, note = version_note(agent_name, found, profile.checked_versions)

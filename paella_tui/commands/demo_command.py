@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paella_tui.commands.context import warn
-from paella_tui.supervisor.errors import UsageError
-from paella_tui.supervisor.events import AgentExited, CheckpointTaken, Event, RolledBack
-from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.base.errors import UsageError
+from paella_tui.supervisor.run.events import AgentExited, CheckpointTaken, Event, RolledBack
+from paella_tui.supervisor.run.runs import Run
 
 EXIT_INTERRUPTED = 130
 
@@ -135,7 +135,7 @@ def _use_tui(args: argparse.Namespace) -> bool:
 
 def _play_headless(run: Run) -> int:
     from paella_tui.headless import printer
-    from paella_tui.supervisor.run_loop import RunLoop, install_signal_handlers, policy
+    from paella_tui.supervisor.run.run_loop import RunLoop, install_signal_handlers, policy
 
     contract = run.load_contract()
     assert contract is not None
@@ -165,7 +165,7 @@ def _play_tui(run: Run) -> int:
 
 def _epilogue(run: Run, code: int) -> str:
     """Where the demo repository is, and the commands worth trying in it."""
-    from paella_tui.supervisor.checkpoints import records
+    from paella_tui.supervisor.store.checkpoints import records
 
     root = run.workspace.root
     checkpoints = records(run, "checkpoints")
@@ -197,9 +197,9 @@ def _epilogue(run: Run, code: int) -> str:
 def demo(args: argparse.Namespace) -> int:
     """Build the demo repository, play the supervised run in it, then say where to look."""
     from paella_tui.demo import scenario
-    from paella_tui.supervisor.contract import CONTRACT_FILE, load_contract
-    from paella_tui.supervisor.runs import RunStore
-    from paella_tui.supervisor.workspace import Workspace
+    from paella_tui.supervisor.contract.model import CONTRACT_FILE, load_contract
+    from paella_tui.supervisor.run.runs import RunStore
+    from paella_tui.supervisor.store.workspace import Workspace
 
     tui = _use_tui(args)
     root = _demo_dir(args.dir)

@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING
 
 from paella_tui.commands.context import Context, command_found, warn
 from paella_tui.schemas import SCHEMA_VERSION
-from paella_tui.supervisor.contract import prompt_file_problem
-from paella_tui.supervisor.errors import UsageError, WorkspaceError
-from paella_tui.supervisor.integrity import frozen_contract
-from paella_tui.supervisor.run_lock import run_lock
-from paella_tui.supervisor.run_view import RunView, process_alive
-from paella_tui.supervisor.runs import Run
+from paella_tui.supervisor.base.errors import UsageError, WorkspaceError
+from paella_tui.supervisor.contract.model import prompt_file_problem
+from paella_tui.supervisor.run.integrity import frozen_contract
+from paella_tui.supervisor.run.run_lock import run_lock
+from paella_tui.supervisor.run.run_view import RunView, process_alive
+from paella_tui.supervisor.run.runs import Run
 
 if TYPE_CHECKING:
-    from paella_tui.supervisor.contract import Contract
-    from paella_tui.supervisor.evaluation import Evaluator
-    from paella_tui.supervisor.events import Event
+    from paella_tui.supervisor.contract.model import Contract
+    from paella_tui.supervisor.judge.evaluation import Evaluator
+    from paella_tui.supervisor.run.events import Event
 
 
 def _refuse_if_supervised(run: Run | None) -> None:
@@ -68,7 +68,7 @@ def _on_death(args: argparse.Namespace, *, tui: bool) -> str:
 def _supervise(
     run: Run, *, resume: bool, on_death: str, tui: bool = False, not_before: float | None = None
 ) -> int:
-    from paella_tui.supervisor.run_loop import RunLoop, install_signal_handlers, policy
+    from paella_tui.supervisor.run.run_loop import RunLoop, install_signal_handlers, policy
 
     contract = run.load_contract()
     frozen = frozen_contract(run)
@@ -190,8 +190,8 @@ def judging_evaluator(
     """An evaluator that judges the tree for a person (``paella gates``, ``g`` with no agent):
     it takes no checkpoint, and what counts as "was green" starts at the last rollback, so a
     gate green only on abandoned work is no regression."""
-    from paella_tui.supervisor.byproducts import snapshotter_for
-    from paella_tui.supervisor.evaluation import Evaluator
+    from paella_tui.supervisor.judge.byproducts import snapshotter_for
+    from paella_tui.supervisor.judge.evaluation import Evaluator
 
     records = view.of_kind("gate-finished", "rollback-done") if view is not None else []
     last = max((i for i, r in enumerate(records) if r.get("kind") == "rollback-done"), default=-1)
@@ -277,13 +277,13 @@ def gates(args: argparse.Namespace) -> int:
 
 def handoff(args: argparse.Namespace) -> int:
     """Write the newest run's handoff (to ``handoff.md`` and ``-o FILE``); print it without ``-o``."""
-    from paella_tui.supervisor.files import write_atomic
-    from paella_tui.supervisor.handoff import (
+    from paella_tui.supervisor.base.files import write_atomic
+    from paella_tui.supervisor.run.handoff import (
         handoff_inputs_from_view,
         render_handoff,
         write_handoff,
     )
-    from paella_tui.supervisor.tree_diff import changes_between
+    from paella_tui.supervisor.store.tree_diff import changes_between
 
     ctx = Context.open()
     out_problem = _output_problem(args.output) if args.output else None

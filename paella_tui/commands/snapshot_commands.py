@@ -8,13 +8,13 @@ import sys
 
 from paella_tui.commands.context import Context, use_color, warn
 from paella_tui.schemas import SCHEMA_VERSION
-from paella_tui.supervisor import checkpoints as ckpt
-from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.errors import UsageError
-from paella_tui.supervisor.integrity import ensure_snapshot
-from paella_tui.supervisor.rollback import rollback as do_rollback
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run, save_to_mirror
+from paella_tui.supervisor.base.errors import UsageError
+from paella_tui.supervisor.run.integrity import ensure_snapshot
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run, save_to_mirror
+from paella_tui.supervisor.store import checkpoints as ckpt
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.rollback import rollback as do_rollback
 
 
 def _describe_snapshot_extras(record: SnapshotRecord) -> list[str]:

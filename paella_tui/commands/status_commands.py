@@ -9,9 +9,9 @@ from typing import Any
 
 from paella_tui.commands.context import Context
 from paella_tui.schemas import SCHEMA_VERSION
-from paella_tui.supervisor.run_view import RunView
-from paella_tui.supervisor.runs import Run
-from paella_tui.supervisor.usage import Usage, compact_count
+from paella_tui.supervisor.agent.usage import Usage, compact_count
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run
 
 _GATE_MARK = {
     "pass": "✓",

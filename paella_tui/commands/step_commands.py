@@ -12,14 +12,14 @@ from typing import Any
 
 from paella_tui.commands.context import Context, use_color
 from paella_tui.schemas import SCHEMA_VERSION
-from paella_tui.supervisor import steps as step_store
-from paella_tui.supervisor.breaks import breaks_of, since_rollback
-from paella_tui.supervisor.checkpoints import SnapshotRecord
-from paella_tui.supervisor.contract import CONTRACT_FILE, ContractError, Gate, load_contract
-from paella_tui.supervisor.errors import UsageError
-from paella_tui.supervisor.events import GREEN, RED, BreakPoint
-from paella_tui.supervisor.runs import Run
-from paella_tui.supervisor.steps import StepRecord
+from paella_tui.supervisor.base.errors import UsageError
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, ContractError, Gate, load_contract
+from paella_tui.supervisor.judge.breaks import breaks_of, since_rollback
+from paella_tui.supervisor.run.events import GREEN, RED, BreakPoint
+from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.store import steps as step_store
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.steps import StepRecord
 
 BEFORE_BREAK = "before-break"
 """The rollback target: the last step before the break where every base gate still passes."""
@@ -173,8 +173,8 @@ def _gate(ctx: Context, run: Run, name: str) -> tuple[Gate, Gate | None]:
 
 def bisect(args: argparse.Namespace) -> int:
     """Find the step where GATE turned red, running it on old steps in a scratch tree."""
-    from paella_tui.supervisor.bisect import Bisection, known_results
-    from paella_tui.supervisor.events import BisectFinished, BisectStarted
+    from paella_tui.supervisor.judge.bisect import Bisection, known_results
+    from paella_tui.supervisor.run.events import BisectFinished, BisectStarted
 
     ctx = Context.open()
     run = ctx.current_run()
@@ -237,8 +237,8 @@ def _before(
 ) -> SnapshotRecord | None:
     """The last step before the break where every gate green at the last green checkpoint
     passes (judged from what is known; the rest run in a scratch tree)."""
-    from paella_tui.supervisor.bisect import known_results, last_good_step
-    from paella_tui.supervisor.run_view import RunView
+    from paella_tui.supervisor.judge.bisect import known_results, last_good_step
+    from paella_tui.supervisor.run.run_view import RunView
 
     if point.verdict != "found":
         return None

@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from paella_tui.supervisor.contract import CONTRACT_FILE
-from paella_tui.supervisor.errors import WorkspaceError
+from paella_tui.supervisor.base.errors import WorkspaceError
+from paella_tui.supervisor.contract.model import CONTRACT_FILE
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE / "project"

@@ -1,0 +1,519 @@
+"""Tracking and stopping a whole process tree: the agent's, or a gate's.
+
+`ProcessTree` remembers every process of a tree it has ever seen (by pid *and* start time,
+so a reused pid is never mistaken for a member), including ones that left the process
+group or the session and ones that were orphaned and re-parented to us. It finds them
+three ways: walking `/proc/<pid>/task/*/children` from the known members (cheap enough
+to run every second), looking at our own children for an environment marker (orphans
+re-parented to us once we are a child subreaper), and, when stopping, scanning the system
+for members of the root's session or carriers of the marker.
+
+`stop_tree` is plain synchronous code (SIGTERM, a grace period, SIGKILL, reaping), so
+async callers run it in a thread and gates can use it as is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
+
+import psutil
+
+from paella_tui.supervisor.agent.process_cage import Cage
+
+log = logging.getLogger(__name__)
+
+_PR_SET_CHILD_SUBREAPER = 36
+_POLL_S = 0.05
+# After SIGKILL a process is gone within milliseconds unless it is stuck in the kernel
+# (uninterruptible I/O); do not wait for such a one forever.
+_KILL_WAIT_S = 5.0
+_HISTORY = 10_000
+_ROOTS: set[int] = set()
+"""Pids of the processes paella started as tree roots: never mistaken for an escaped orphan."""
+_SPAWNING = threading.Lock()
+"""Held while paella starts a root and registers it, and while a tree decides which of our
+children escaped: between fork and registration a new gate or agent (its own session, born
+during the attempt) looks exactly like an escaped orphan, and would be adopted and killed."""
+
+
+@contextlib.contextmanager
+def spawning_root() -> Iterator[Callable[[int], None]]:
+    """Start a tree root inside this block and register its pid with the function it yields."""
+    with _SPAWNING:
+        yield _ROOTS.add
+
+
+_HAS_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+@dataclass(frozen=True)
+class LeftoverProcess:
+    """A process of a tree that was still running and had to be stopped."""
+
+    pid: int
+    name: str
+    cmdline: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrackedProcess:
+    """A member of a tree as first seen: its pid and start time identify it."""
+
+    pid: int
+    create_time: float
+    name: str
+    cmdline: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProcessStats:
+    """Resource use of a whole process tree at one moment."""
+
+    pid: int
+    """The root's pid."""
+    alive: bool
+    """Whether the root is running (a zombie is not)."""
+    cpu_percent: float
+    """CPU use summed over the tree since the previous `stats()` call (100 = one core)."""
+    rss_bytes: int
+    """Resident memory summed over the tree."""
+    descendants: int
+    """Running descendants of the root, including ones that left its group or session."""
+    started: float
+    """When the root started, seconds since the epoch."""
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux), so orphaned descendants are re-parented to it.
+
+    Best effort: returns False where that is not possible. A subreaper must reap the
+    orphans it inherits; `ProcessTree` reaps the members of the trees it tracks.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _locked(
+    method: Callable[Concatenate[ProcessTree, _P], _R],
+) -> Callable[Concatenate[ProcessTree, _P], _R]:
+    """Run a ProcessTree method under its lock: a UI may ask for stats from a worker thread."""
+
+    @functools.wraps(method)
+    def locked(self: ProcessTree, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
+class _Member:
+    """A tracked process with what was learnt about it when it was first seen."""
+
+    __slots__ = ("info", "proc", "sent")
+
+    def __init__(self, proc: psutil.Process) -> None:
+        self.proc = proc
+        self.info = TrackedProcess(proc.pid, proc.create_time(), *_describe(proc))
+        self.sent: int | None = None
+
+
+class ProcessTree:
+    """Every process of the tree rooted at `root_pid` ever seen, and how to reach them."""
+
+    def __init__(
+        self,
+        root_pid: int,
+        *,
+        marker: tuple[str, str] | None = None,
+        cage: Cage | None = None,
+    ) -> None:
+        """Start tracking `root_pid`; `marker` is an environment (name, value) only the tree has,
+        `cage` a cgroup that holds the whole tree (every process in it is a member).
+
+        Raises psutil.NoSuchProcess if the root is already gone (reaped).
+        """
+        self._lock = threading.RLock()
+        self._root_pid = root_pid
+        self._marker = marker
+        self.cage = cage if cage is not None and cage.holds(root_pid) else None
+        """The tree's cgroup, when the root is really in it."""
+        _ROOTS.add(root_pid)
+        self._my_pid = os.getpid()
+        self._members: dict[int, _Member] = {}
+        self._history: deque[TrackedProcess] = deque(maxlen=_HISTORY)
+        self._not_ours: set[tuple[int, float]] = set()
+        self._group_sent: set[int] = set()
+        self._last_refresh = 0.0
+        root = self._add(psutil.Process(root_pid))
+        self._root = root
+        # Signal the group or scan the session only where the root leads them: a root that
+        # shares our group or session must never make us signal ourselves or our terminal.
+        self._pgid = _leader_of(os.getpgid, root_pid, os.getpgrp())
+        self._sid = _leader_of(os.getsid, root_pid, os.getsid(0))
+
+    @property
+    def root_pid(self) -> int:
+        """The pid of the tree's root."""
+        return self._root_pid
+
+    @property
+    def started(self) -> float:
+        """When the root started, seconds since the epoch."""
+        return self._root.info.create_time
+
+    @property
+    def last_refresh(self) -> float:
+        """`time.monotonic()` of the last refresh."""
+        return self._last_refresh
+
+    @_locked
+    def seen(self) -> tuple[TrackedProcess, ...]:
+        """Every member ever seen (the root first), dead or alive; bounded to the newest 10,000."""
+        return tuple(self._history)
+
+    @_locked
+    def refresh(self) -> None:
+        """Find new members below the known ones and among our own orphaned children."""
+        self._last_refresh = time.monotonic()
+        for member in list(self._members.values()):
+            if not _same_process(member.proc):
+                del self._members[member.proc.pid]
+        queue = list(self._members)
+        if self.cage is not None:
+            # The cgroup lists every member, whatever it did to its session, group or
+            # environment, and whoever it was re-parented to.
+            queue.extend(
+                pid for pid in self.cage.pids() if pid not in self._members and self._try_add(pid)
+            )
+        if self._marker is not None:
+            queue.extend(self._adopt_marked_children())
+        while queue:
+            for child_pid in _children_of(queue.pop()):
+                if child_pid not in self._members and self._try_add(child_pid):
+                    queue.append(child_pid)
+        self.reap()
+
+    @_locked
+    def scan_system(self) -> None:
+        """Look at every process for members of the root's session or carriers of the marker.
+
+        Costs a few milliseconds per hundred processes: meant for stopping, not polling.
+        """
+        marker_since = self.started - 1.0
+        for pid in psutil.pids():
+            if pid in self._members or pid == self._my_pid:
+                continue
+            if self._sid is not None:
+                try:
+                    if os.getsid(pid) == self._sid:
+                        self._try_add(pid)
+                        continue
+                except OSError:
+                    continue
+            if self._marker is not None:
+                with contextlib.suppress(psutil.Error):
+                    proc = psutil.Process(pid)
+                    if proc.create_time() >= marker_since and self._has_marker(proc):
+                        self._try_add(pid)
+        self.refresh()
+
+    @_locked
+    def alive(self) -> list[psutil.Process]:
+        """Members that are running now (zombies are not)."""
+        return [member.proc for member in self._members.values() if _is_running(member.proc)]
+
+    @_locked
+    def describe(self, proc: psutil.Process) -> LeftoverProcess:
+        """Name a member for a report, from what was seen of it if it is gone now."""
+        member = self._members.get(proc.pid)
+        seen = member.info if member is not None and member.proc is proc else None
+        # A process first seen right after fork carried its parent's command line: prefer
+        # a fresh look while it still runs.
+        name, cmdline = _describe(proc)
+        if seen is not None:
+            name = name if name != "?" else seen.name
+            cmdline = cmdline or seen.cmdline
+        return LeftoverProcess(proc.pid, name, cmdline)
+
+    @_locked
+    def stats(self) -> ProcessStats:
+        """CPU (since the previous call), memory and descendants of the whole tree."""
+        self.refresh()
+        cpu = 0.0
+        rss = 0
+        descendants = 0
+        root_alive = False
+        for pid, member in list(self._members.items()):
+            proc = member.proc
+            try:
+                with proc.oneshot():
+                    if proc.status() == psutil.STATUS_ZOMBIE:
+                        continue
+                    cpu += proc.cpu_percent(None)
+                    rss += proc.memory_info().rss
+            except psutil.Error:
+                continue
+            if pid == self._root_pid:
+                root_alive = True
+            else:
+                descendants += 1
+        return ProcessStats(self._root_pid, root_alive, cpu, rss, descendants, self.started)
+
+    @_locked
+    def signal(self, sig: int) -> list[psutil.Process]:
+        """Send `sig` (SIGTERM or SIGKILL) to the root's group and each running member; once.
+
+        A member is sent SIGTERM only once, however often this is called: many tools take
+        a second SIGTERM as "skip the clean shutdown". Returns the running members.
+        """
+        targets = self.alive()
+        # The group id stays reserved while a member (or the unreaped root) exists;
+        # otherwise the number may belong to someone else by now.
+        if (
+            self._pgid is not None
+            and (sig == signal.SIGKILL or sig not in self._group_sent)
+            and (_same_process(self._root.proc) or self._group_has_members(targets))
+        ):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._pgid, sig)
+                self._group_sent.add(sig)
+                for proc in targets:
+                    if self._in_group(proc):
+                        self._mark_sent(proc, sig)
+        for proc in targets:
+            member = self._members.get(proc.pid)
+            if member is not None and _strength(member.sent) >= _strength(sig):
+                continue
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
+            self._mark_sent(proc, sig)
+        if sig != signal.SIGKILL:
+            # A stopped (^Z) process acts on SIGTERM only once continued.
+            for proc in targets:
+                with contextlib.suppress(psutil.Error):
+                    proc.send_signal(signal.SIGCONT)
+        return targets
+
+    def _mark_sent(self, proc: psutil.Process, sig: int) -> None:
+        member = self._members.get(proc.pid)
+        if member is not None and _strength(sig) > _strength(member.sent):
+            member.sent = sig
+
+    def _in_group(self, proc: psutil.Process) -> bool:
+        try:
+            return os.getpgid(proc.pid) == self._pgid
+        except OSError:
+            return False
+
+    @_locked
+    def reap(self) -> None:
+        """Collect dead members that are our children (re-parented orphans); never the root."""
+        for pid, member in list(self._members.items()):
+            if pid == self._root_pid:
+                continue  # the root belongs to whoever started it (its Popen)
+            try:
+                if member.proc.status() != psutil.STATUS_ZOMBIE:
+                    continue
+                if member.proc.ppid() != self._my_pid:
+                    continue
+            except psutil.Error:
+                continue
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+    def _group_has_members(self, procs: Iterable[psutil.Process]) -> bool:
+        return any(self._in_group(proc) for proc in procs)
+
+    def _adopt_marked_children(self) -> Iterator[int]:
+        with _SPAWNING:  # no root may be between its fork and its registration meanwhile
+            found = list(self._marked_children())
+        yield from found
+
+    def _marked_children(self) -> Iterator[int]:
+        current: set[tuple[int, float]] = set()
+        for pid in _children_of(self._my_pid):
+            if pid in self._members:
+                continue
+            try:
+                proc = psutil.Process(pid)
+                key = (pid, proc.create_time())
+            except psutil.Error:
+                continue
+            current.add(key)
+            if key in self._not_ours:
+                continue
+            if (self._has_marker(proc) or self._escaped_orphan(proc)) and self._try_add(pid):
+                yield pid
+            else:
+                self._not_ours.add(key)
+        self._not_ours &= current
+
+    def _escaped_orphan(self, proc: psutil.Process) -> bool:
+        """A child of ours we never started, born while this tree ran, outside our session.
+
+        Without a cgroup this is how a double fork that scrubbed the marker and called setsid
+        is still found: as a child subreaper we inherit it. Our own helpers (git) share our
+        session; the roots we start are registered.
+        """
+        if self.cage is not None or proc.pid in _ROOTS:
+            return False
+        try:
+            return proc.create_time() >= self.started - 1.0 and os.getsid(proc.pid) != os.getsid(0)
+        except (psutil.Error, OSError):
+            return False
+
+    def _has_marker(self, proc: psutil.Process) -> bool:
+        assert self._marker is not None
+        name, value = self._marker
+        try:
+            return bool(proc.environ().get(name) == value)
+        except psutil.Error:
+            return False
+
+    def _try_add(self, pid: int) -> bool:
+        try:
+            self._add(psutil.Process(pid))
+        except psutil.Error:
+            return False
+        return True
+
+    def _add(self, proc: psutil.Process) -> _Member:
+        member = _Member(proc)
+        self._members[proc.pid] = member
+        self._history.append(member.info)
+        return member
+
+
+def stop_tree(target: ProcessTree | Iterable[int], grace: float) -> list[LeftoverProcess]:
+    """Stop every process of a tree: SIGTERM, up to `grace` seconds, then SIGKILL; reap.
+
+    `target` is a tracked tree or root pids (each tracked from now on). Returns the
+    processes that were running and had to be stopped. Blocks: from asyncio, run it in a
+    thread.
+    """
+    trees = [target] if isinstance(target, ProcessTree) else _trees_of(target)
+    deadline = time.monotonic() + max(0.0, grace)
+    stopped: dict[tuple[int, float], LeftoverProcess] = {}
+
+    def sweep(sig: int) -> bool:
+        """Signal what runs (new members too) and say whether anything still runs."""
+        any_alive = False
+        for tree in trees:
+            tree.refresh()
+            for proc in tree.signal(sig):
+                any_alive = True
+                with contextlib.suppress(psutil.Error):
+                    stopped.setdefault((proc.pid, proc.create_time()), tree.describe(proc))
+        return any_alive
+
+    for tree in trees:
+        tree.scan_system()
+    alive = sweep(signal.SIGTERM)
+    while alive and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+        alive = sweep(signal.SIGTERM)
+    if alive:
+        for tree in trees:
+            if tree.cage is not None:
+                tree.cage.kill()
+        kill_deadline = time.monotonic() + _KILL_WAIT_S
+        while sweep(signal.SIGKILL) and time.monotonic() < kill_deadline:
+            time.sleep(_POLL_S / 5)
+        for tree in trees:
+            for proc in tree.alive():
+                log.warning("process %d did not die after SIGKILL", proc.pid)
+    for tree in trees:
+        tree.reap()
+        if tree.cage is not None and not tree.cage.pids():
+            tree.cage.remove()
+    return list(stopped.values())
+
+
+def _trees_of(pids: Iterable[int]) -> list[ProcessTree]:
+    trees = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            trees.append(ProcessTree(pid))
+    return trees
+
+
+def _strength(sig: int | None) -> int:
+    if sig == signal.SIGKILL:
+        return 2
+    return 1 if sig == signal.SIGTERM else 0
+
+
+def _leader_of(getter: Callable[[int], int], pid: int, own: int) -> int | None:
+    try:
+        leader = getter(pid)
+    except OSError:
+        return None
+    return pid if leader == pid and leader != own else None
+
+
+def _describe(proc: psutil.Process) -> tuple[str, tuple[str, ...]]:
+    try:
+        name = proc.name()
+    except psutil.Error:
+        name = "?"
+    try:
+        cmdline = tuple(proc.cmdline())
+    except psutil.Error:
+        cmdline = ()
+    return name, cmdline
+
+
+def _same_process(proc: psutil.Process) -> bool:
+    """Whether `proc` still exists (zombie included) and is the same process, not a reused pid."""
+    try:
+        return proc.is_running()
+    except psutil.Error:
+        return False
+
+
+def _is_running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _children_of(pid: int) -> list[int]:
+    if not _HAS_PROC_CHILDREN:
+        try:
+            return [child.pid for child in psutil.Process(pid).children()]
+        except psutil.Error:
+            return []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    children: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                children.extend(int(field) for field in handle.read().split())
+        except OSError:
+            continue
+    return children

@@ -1,0 +1,1 @@
+"""Small pieces every room uses: errors a person reads, durations, safe file writes, owned locks, path globs."""

@@ -1,0 +1,542 @@
+"""Judging trees: the evaluation queue, the gate cache, green checkpoints and regressions (SPEC 6, 8).
+
+An evaluation snapshots the workspace (tree T) and judges every contract gate on T. Results are
+cached by (gate definition, T), and a gate with ``paths`` keeps its result while nothing under
+its paths changed. At most one evaluation runs and at most one waits: a newer trigger replaces
+the waiting one, and a running evaluation is never restarted, so a long gate is not killed on
+every keystroke and a change during it is never lost.
+
+A gate result is stale when the tree moved while the gate ran: it is shown as such (its
+``GateFinished`` has ``stale=True``) but never cached, never used for a checkpoint or a
+regression, and another evaluation is queued. The tree is checked right after each gate ends,
+so a short gate's verdict is shown (and kept) without waiting for the longest gate.
+
+When an evaluation shows more episodes complete on T than on the base, T becomes a green
+checkpoint at once and the new base. A gate that was green on an earlier tree and is red on the
+current one is a regression: reported once per transition to red, naming the newest checkpoint
+where it was green.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from paella_tui.supervisor.base.errors import GitError, PaellaError
+from paella_tui.supervisor.base.globs import match_any
+from paella_tui.supervisor.contract.model import Contract, Gate
+from paella_tui.supervisor.judge.gates import log_tail, next_log_path, run_gate
+from paella_tui.supervisor.run.events import (
+    GREEN,
+    RED,
+    CheckpointTaken,
+    DriftDetected,
+    EvaluationFinished,
+    EvaluationStarted,
+    Event,
+    GateFinished,
+    GateResult,
+    GateStarted,
+    Notice,
+)
+from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.store import checkpoints
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
+
+log = logging.getLogger(__name__)
+
+CHANGED_DURING_GATES = "changed during gates"
+"""The reason of the evaluation queued because the tree moved under a running gate."""
+
+MAX_STALE_STREAK = 5
+"""Stale evaluations in a row after which the evaluator stops queueing another by itself (a gate
+that changes a tracked file on every run would otherwise loop forever)."""
+
+_TRIGGER_WINDOW_S = 60.0
+_VERBS = {"fail": "now fails", "timeout": "now times out", "error": "now cannot run"}
+
+
+class EvaluatorClosed(RuntimeError):
+    """The evaluator was closed: no evaluation will answer this request."""
+
+
+@dataclass
+class _Request:
+    """A queued evaluation: the newest trigger's reason, and who waits for its verdict."""
+
+    reason: str
+    force: bool
+    waiters: list[asyncio.Future[EvaluationFinished]] = field(default_factory=list)
+
+
+@dataclass
+class _Pass:
+    """One evaluation in progress: the tree it judges and whether the workspace left it."""
+
+    snap: Snapshot
+    moved: bool = False
+    check: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def tree(self) -> str:
+        """The tree being judged."""
+        return self.snap.tree
+
+
+class Evaluator:
+    """Judges workspace trees against the contract's gates, one evaluation at a time."""
+
+    def __init__(
+        self,
+        *,
+        run: Run,
+        contract: Contract,
+        snapshotter: Snapshotter,
+        emit: Callable[[Event], None],
+        jobs: int | None = None,
+        base: SnapshotRecord | None = None,
+        history: Iterable[dict[str, Any]] = (),
+        checkpoints: bool = True,
+    ) -> None:
+        """Set up the evaluator; ``history`` (ledger ``gate-finished`` records) seeds a resumed run;
+        ``checkpoints=False`` judges without ever taking a checkpoint (``paella gates``)."""
+        self._takes_checkpoints = checkpoints
+        self._run = run
+        self._contract = contract
+        self._snapshotter = snapshotter
+        self._emit = emit
+        self._jobs = max(1, jobs if jobs is not None else contract.gates_config.jobs)
+        self._base = base
+        self._keys = {gate.name: gate.definition_key() for gate in contract.gates}
+        # Keyed by (gate name, definition key, tree): two gates may share a command, never results.
+        self._cache: dict[tuple[str, str, str], GateResult] = {}
+        self._latest: dict[str, GateResult] = {}
+        # Trees per gate as an insertion-ordered set: a resumed day-long run seeds tens of
+        # thousands of results, and a list membership test made the seed quadratic.
+        self._ever_green: dict[str, dict[str, None]] = {}
+        self._regressed: set[str] = set()
+        self._epoch = 0
+        """Bumped by a rollback: evaluations that started before it judge an abandoned tree."""
+        self._waiting: _Request | None = None
+        self._running: _Request | None = None
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._worker: asyncio.Task[None] | None = None
+        self._closed = False
+        self._triggers: deque[float] = deque()
+        self._stale_streak = 0
+        self.seed(history)
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def latest(self) -> dict[str, GateResult]:
+        """The newest non-stale result of each gate (a copy)."""
+        return dict(self._latest)
+
+    @property
+    def ever_green(self) -> dict[str, list[str]]:
+        """For each gate that was ever green in this run, the trees it was green on (a copy)."""
+        return {name: list(trees) for name, trees in self._ever_green.items()}
+
+    @property
+    def regressed(self) -> frozenset[str]:
+        """Gates red now on the latest tree after being green on an earlier one."""
+        return frozenset(self._regressed)
+
+    @property
+    def base(self) -> SnapshotRecord | None:
+        """The last green checkpoint (SPEC 6): what recovery offers to roll back to."""
+        return self._base
+
+    @property
+    def complete_on_base(self) -> int:
+        """How many episodes are complete at the base (0 without one)."""
+        base = self._base
+        if base is None:
+            return 0
+        from_gates = self._complete(set(base.gates_green))
+        return max(from_gates, base.episode if isinstance(base.episode, int) else 0)
+
+    def set_base(self, record: SnapshotRecord | None, *, restart_history: bool = False) -> None:
+        """Make ``record`` the base (after a rollback restored it; None: no green base).
+
+        With ``restart_history`` (a rollback), what counts as "was green" starts again from the
+        restored checkpoint: a gate that passed only on the abandoned work is not a regression.
+        """
+        self._base = record
+        if restart_history:
+            self._epoch += 1
+            self._ever_green = (
+                {g: {record.tree: None} for g in record.gates_green} if record else {}
+            )
+            self._regressed = set()
+
+    @property
+    def busy(self) -> bool:
+        """Whether an evaluation runs now (a new request waits instead of snapshotting at once)."""
+        return self._running is not None
+
+    def triggers_last_minute(self) -> int:
+        """How many times :meth:`request` was called in the last 60 seconds (the flapping guard)."""
+        self._prune_triggers()
+        return len(self._triggers)
+
+    # -- the queue -------------------------------------------------------------------------
+
+    def request(self, reason: str, *, force: bool = False) -> None:
+        """Ask for an evaluation (non-blocking); it replaces one waiting, never a running one."""
+        if self._closed:
+            return
+        self._triggers.append(time.monotonic())
+        self._prune_triggers()
+        self._enqueue(reason, force)
+
+    async def evaluate(self, reason: str, *, force: bool = False) -> EvaluationFinished:
+        """Request an evaluation and return the verdict of the one that covers this request."""
+        if self._closed:
+            raise EvaluatorClosed("the gate evaluator is closed")
+        self.request(reason, force=force)
+        assert self._waiting is not None
+        future: asyncio.Future[EvaluationFinished] = asyncio.get_running_loop().create_future()
+        self._waiting.waiters.append(future)
+        return await future
+
+    async def idle(self) -> None:
+        """Return once no evaluation runs or waits."""
+        await self._idle.wait()
+
+    async def close(self) -> None:
+        """Stop: cancel the evaluation in progress (killing its gates' process trees)."""
+        self._closed = True
+        worker, self._worker = self._worker, None
+        if worker is not None and not worker.done():
+            worker.cancel()
+            # wait() rather than await: the worker's cancellation is not ours to re-raise.
+            await asyncio.wait([worker])
+        for request in (self._running, self._waiting):
+            if request is not None:
+                _fail(request, EvaluatorClosed("the gate evaluator was closed"))
+        self._running = self._waiting = None
+        self._idle.set()
+
+    def _enqueue(self, reason: str, force: bool) -> None:
+        if self._waiting is None:
+            self._waiting = _Request(reason, force)
+        else:
+            self._waiting.reason = reason
+            self._waiting.force = self._waiting.force or force
+        self._idle.clear()
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(
+                self._work(), name="gate-evaluator"
+            )
+        self._wake.set()
+
+    def _prune_triggers(self) -> None:
+        horizon = time.monotonic() - _TRIGGER_WINDOW_S
+        while self._triggers and self._triggers[0] < horizon:
+            self._triggers.popleft()
+
+    async def _work(self) -> None:
+        """Run waiting evaluations one at a time, for as long as the evaluator lives."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            request, self._waiting = self._waiting, None
+            if request is None:
+                continue
+            self._running = request
+            try:
+                finished = await self._evaluate(request)
+            except asyncio.CancelledError:
+                _fail(request, EvaluatorClosed("the gate evaluator was closed"))
+                raise
+            except Exception as exc:
+                log.exception("evaluating the gates failed")
+                self._notice(f"could not evaluate the gates: {exc}", "error")
+                _fail(request, exc)
+            else:
+                for future in request.waiters:
+                    if not future.done():
+                        future.set_result(finished)
+            finally:
+                self._running = None
+                if self._waiting is None:
+                    self._idle.set()
+
+    # -- one evaluation --------------------------------------------------------------------
+
+    async def _evaluate(self, request: _Request) -> EvaluationFinished:
+        """Judge the current tree: reuse what is known, run the rest, then act on the verdict."""
+        epoch = self._epoch
+        current = _Pass(await asyncio.to_thread(self._snapshot))
+        tree = current.tree
+        gates = self._contract.gates
+        self._emit(
+            EvaluationStarted(tree=tree, reason=request.reason, gates=tuple(g.name for g in gates))
+        )
+        results: dict[str, GateResult] = {}
+        stale: set[str] = set()
+        to_run: list[Gate] = []
+        for gate in gates:
+            reused = None if request.force else await self._reusable(gate, tree)
+            if reused is None:
+                to_run.append(gate)
+            else:
+                results[gate.name] = reused
+                self._emit(GateFinished(result=reused))
+        if to_run:
+            slots = asyncio.Semaphore(self._jobs)
+            async with asyncio.TaskGroup() as group:
+                for gate in to_run:
+                    group.create_task(
+                        self._run_one(gate, current, slots, results, stale),
+                        name=f"gate-{gate.name}",
+                    )
+        ordered = tuple(results[g.name] for g in gates)
+        if self._epoch != epoch:
+            # A rollback restarted the history while this pass ran: its tree was abandoned, so
+            # nothing it found may count as green, as a regression, or for a checkpoint.
+            current.moved = True
+            stale.update(r.gate for r in ordered)
+        new_regressions = [r for r in ordered if r.gate not in stale and self._remember(r)]
+        green = {r.gate for r in ordered if r.green}
+        complete = 0 if current.moved else self._complete(green)
+        # A stale verdict is not a verdict on any tree: nobody reading the summary may count
+        # it green (GateFinished kept the status it had, next to stale=True).
+        shown = tuple(_as_stale(r) if r.gate in stale else r for r in ordered)
+        finished = EvaluationFinished(
+            tree=tree, results=shown, complete_episodes=complete, stale=current.moved
+        )
+        self._emit(finished)
+        for result in new_regressions:
+            message = await self._regression_message(result)
+            self._emit(DriftDetected(drift="regression", gate=result.gate, message=message))
+        if current.moved:
+            self._stale_streak += 1
+            self._requeue_after_stale()
+        else:
+            self._stale_streak = 0
+            if complete > self.complete_on_base and self._takes_checkpoints:
+                green_names = tuple(g.name for g in gates if g.name in green)
+                await self._checkpoint(current.snap, complete, green_names)
+        return finished
+
+    async def _run_one(
+        self,
+        gate: Gate,
+        current: _Pass,
+        slots: asyncio.Semaphore,
+        results: dict[str, GateResult],
+        stale: set[str],
+    ) -> None:
+        """Run one gate on the pass's tree and report it, stale if the tree moved meanwhile."""
+        async with slots:
+            self._emit(GateStarted(gate=gate.name, tree=current.tree))
+            try:
+                log_path = await asyncio.to_thread(next_log_path, self._run.dir, gate.name)
+                result = await run_gate(
+                    gate, tree=current.tree, cwd=self._run.workspace.root, log_path=log_path
+                )
+            except OSError as exc:
+                # The log cannot be written (disk full, permissions): a visible red, not a crash.
+                result = GateResult(
+                    gate=gate.name,
+                    status="error",
+                    tree=current.tree,
+                    message=f'gate "{gate.name}" could not run: {exc}',
+                )
+        moved = await self._moved(current)
+        results[gate.name] = result
+        if moved:
+            stale.add(gate.name)
+        else:
+            self._cache[(gate.name, self._keys[gate.name], current.tree)] = result
+        self._emit(GateFinished(result=result, stale=moved))
+
+    async def _moved(self, current: _Pass) -> bool:
+        """Whether the workspace left the pass's tree (checked once more now, unless known)."""
+        async with current.check:
+            if not current.moved:
+                try:
+                    now = await asyncio.to_thread(self._snapshot)
+                    current.moved = now.tree != current.tree
+                except PaellaError as exc:
+                    # Unverifiable is as good as moved: such a result must not be trusted.
+                    self._notice(f"could not check the tree after a gate: {exc}", "warning")
+                    current.moved = True
+            return current.moved
+
+    async def _reusable(self, gate: Gate, tree: str) -> GateResult | None:
+        """A known result for ``gate`` on ``tree``: cached, or unchanged under its ``paths``."""
+        key = self._keys[gate.name]
+        hit = self._cache.get((gate.name, key, tree))
+        if hit is not None:
+            return replace(hit, cached=True)
+        previous = self._latest.get(gate.name)
+        if not gate.paths or previous is None or previous.tree == tree:
+            return None
+        changed = await asyncio.to_thread(self._changed_paths, previous.tree, tree)
+        if changed is None or any(match_any(path, gate.paths) for path in changed):
+            return None
+        result = replace(previous, tree=tree, cached=True)
+        self._cache[(gate.name, key, tree)] = result
+        return result
+
+    def _changed_paths(self, old: str, new: str) -> list[str] | None:
+        """Paths that differ between two trees; None when git cannot tell (a pruned tree)."""
+        try:
+            return self._run.workspace.git.lines_z(
+                ["diff-tree", "-r", "-z", "--name-only", "--no-renames", old, new]
+            )
+        except GitError:
+            return None
+
+    def _snapshot(self) -> Snapshot:
+        """Snapshot the workspace under the lock (blocking: called in a thread)."""
+        return self._snapshotter.take_locked("a snapshot for the gates")
+
+    def _requeue_after_stale(self) -> None:
+        """Queue another evaluation for the tree that moved, unless one waits or gates loop."""
+        if self._waiting is not None:
+            return  # a trigger already waits: it covers the new tree
+        if self._stale_streak > MAX_STALE_STREAK:
+            self._notice(
+                f"the tree changed during the gates {self._stale_streak} evaluations in a row; "
+                "gates run again at the next change or when you ask (g). Does a gate write to "
+                "a tracked file?",
+                "warning",
+            )
+            return
+        self._enqueue(CHANGED_DURING_GATES, False)
+
+    # -- verdicts --------------------------------------------------------------------------
+
+    def _complete(self, green: set[str]) -> int:
+        """Episodes complete (cumulatively) when exactly the gates in ``green`` are green."""
+        complete = 0
+        for k in range(1, len(self._contract.episodes) + 1):
+            if not all(name in green for name in self._contract.episode_gates(k)):
+                break
+            complete = k
+        return complete
+
+    def _remember(self, result: GateResult) -> bool:
+        """Fold a non-stale result into latest and ever_green; True when it is a new regression."""
+        name = result.gate
+        self._latest[name] = result
+        if result.green:
+            self._ever_green.setdefault(name, {})[result.tree] = None
+            self._regressed.discard(name)
+            return False
+        if result.status not in RED:
+            return False
+        # Green on this very tree before (a forced re-run that failed) is flakiness, not drift.
+        trees = self._ever_green.get(name, {})
+        was_green = len(trees) > 1 or (len(trees) == 1 and result.tree not in trees)
+        if was_green and name not in self._regressed:
+            self._regressed.add(name)
+            return True
+        return False
+
+    async def _regression_message(self, result: GateResult) -> str:
+        """``gate "x" was green at checkpoint 2 (episode 1) and now fails: ...``."""
+        name = result.gate
+        trees = self._ever_green.get(name, {})
+        records = await asyncio.to_thread(checkpoints.records, self._run, "checkpoints")
+        where = next(
+            (c for c in reversed(records) if name in c.gates_green or c.tree in trees), None
+        )
+        if where is not None:
+            what = f"episode {where.episode}" if isinstance(where.episode, int) else "manual"
+            at = f"at checkpoint {where.n} ({what})"
+        else:
+            at = f"on an earlier tree ({next(reversed(trees))[:12]}) before any checkpoint"
+        verb = _VERBS.get(result.status, "now fails")
+        return (
+            f'gate "{name}" was green {at} and {verb}: the newest work broke an earlier invariant'
+        )
+
+    async def _checkpoint(self, snap: Snapshot, episode: int, green: tuple[str, ...]) -> None:
+        """Make ``snap`` the green checkpoint of ``episode`` and the new base."""
+        existing = await asyncio.to_thread(checkpoints.records, self._run, "checkpoints")
+        for record in reversed(existing):
+            if record.tree == snap.tree and record.episode == episode:
+                # Already a checkpoint of this episode: it becomes the base again, no copy.
+                self._base = record
+                return
+        label = f"episode {episode}: {self._contract.episodes[episode - 1].name}"
+        try:
+            record = await asyncio.to_thread(
+                take_checkpoint,
+                self._run,
+                self._snapshotter,
+                episode=episode,
+                gates_green=green,
+                label=label,
+                snap=snap,
+            )
+        except PaellaError as exc:
+            self._notice(f"could not take the checkpoint of episode {episode}: {exc}", "error")
+            return
+        self._base = record
+        self._emit(CheckpointTaken(record_=record))
+
+    def _notice(self, message: str, level: Literal["info", "warning", "error"]) -> None:
+        # A notice reports a problem; a consumer failing on it must not become another one.
+        with contextlib.suppress(Exception):
+            self._emit(Notice(message=message, level=level))
+
+    # -- a resumed run ---------------------------------------------------------------------
+
+    def seed(self, history: Iterable[dict[str, Any]]) -> None:
+        """Learn latest, ever_green and the regressions already reported from the ledger."""
+        known = set(self._keys)
+        for record in history:
+            if record.get("kind", "gate-finished") != "gate-finished" or record.get("stale"):
+                continue
+            name, status, tree = record.get("gate"), record.get("status"), record.get("tree")
+            if name not in known or status not in GREEN | RED or not isinstance(tree, str):
+                continue
+            self._remember(
+                GateResult(
+                    gate=name,
+                    status=status,
+                    tree=tree,
+                    duration_s=float(record.get("duration_s") or 0.0),
+                    exit_code=record.get("exit_code"),
+                    attempts=int(record.get("attempts") or 1),
+                    log_path=record.get("log"),
+                    message=record.get("message") or "",
+                )
+            )
+        for name, result in list(self._latest.items()):
+            if result.log_path and not result.green:
+                # The handoff shows a failing gate's output: read it back from its log.
+                result = replace(result, tail=log_tail(result.log_path))
+                self._latest[name] = result
+            self._cache[(name, self._keys[name], result.tree)] = result
+
+
+def _as_stale(result: GateResult) -> GateResult:
+    """The result with status ``stale``, its verdict kept in words."""
+    was = f"{result.status} on a tree that changed while it ran"
+    return replace(
+        result, status="stale", message=f"{was}; {result.message}" if result.message else was
+    )
+
+
+def _fail(request: _Request, exc: BaseException) -> None:
+    """Answer everyone waiting for ``request`` with ``exc``."""
+    for future in request.waiters:
+        if not future.done():
+            future.set_exception(exc)

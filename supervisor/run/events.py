@@ -1,0 +1,474 @@
+"""The run loop's typed events: frozen dataclasses that the headless printer and the TUI both consume.
+
+Each event knows its ledger ``kind`` and the fields it records, so the run loop persists every
+event in one place and ``paella status`` from another process folds the same facts back. Events
+whose record is written by the code that made it (checkpoints and salvage snapshots are recorded
+by :mod:`paella_tui.supervisor.store.checkpoints` before anyone hears of them) have ``kind = None`` here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+# Re-exported: they were defined here first, and the event consumers import them from here.
+from paella_tui.supervisor.agent.usage import Usage as Usage
+from paella_tui.supervisor.agent.usage import compact_count as compact_count
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+
+GateStatus = Literal["pending", "running", "pass", "fail", "timeout", "error", "stale", "flaky"]
+GREEN: frozenset[str] = frozenset({"pass", "flaky"})
+RED: frozenset[str] = frozenset({"fail", "timeout", "error"})
+
+DriftKind = Literal[
+    "regression", "protected", "contract", "scope", "stall", "claimed-done", "history", "flapping"
+]
+
+Ending = Literal["done", "claimed-done", "transient", "permanent", "crash", "signal", "stopped"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Something that happened in a run, at wall-clock time ``at``."""
+
+    kind: ClassVar[str | None] = None
+    """The ledger record kind; None when another module records it."""
+    at: float = field(default_factory=time.time)
+
+    def record(self) -> dict[str, Any]:
+        """The fields the ledger keeps for this event (its ``t`` and ``kind`` are added there)."""
+        data = asdict(self)
+        data.pop("at", None)
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentStarted(Event):
+    """An attempt launched the agent."""
+
+    kind: ClassVar[str | None] = "agent-started"
+    attempt: int
+    pid: int
+    create_time: float
+    argv: tuple[str, ...]
+    resumed: bool = False
+    tty: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentStats(Event):
+    """Resource use of the agent's whole process tree (sampled about once a second; not persisted)."""
+
+    kind: ClassVar[str | None] = None
+    attempt: int
+    cpu_percent: float
+    rss_bytes: int
+    descendants: int
+    uptime_s: float
+    usage: Usage | None = None
+    """What this attempt's stream reported so far (None: no stream is decoded)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentSession(Event):
+    """The agent's stream named its own session (the `{session_id}` a resume continues); an
+    empty id records that paella dropped it (the agent said the session no longer exists)."""
+
+    kind: ClassVar[str | None] = "agent-session"
+    attempt: int
+    session_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentExited(Event):
+    """An attempt ended: how, the last output lines, and the leftovers that were stopped."""
+
+    kind: ClassVar[str | None] = "agent-exited"
+    attempt: int
+    exit_code: int | None
+    signal: int | None
+    tail: tuple[str, ...] = ()
+    leftovers: tuple[str, ...] = ()
+    stopped_by_user: bool = False
+    false_success: str | None = None
+    """Why an exit 0 is really a failure, by the agent's profile (its stream said error)."""
+    exit_meaning: str | None = None
+    """The agent's own name for its exit code (Gemini CLI's 53: turn limit reached)."""
+    usage: Usage | None = None
+    """What this attempt's stream reported spending (None: no stream was decoded)."""
+    signals: tuple[str, ...] | None = None
+    """What the agent said about itself when its stream was decoded: the stream's error
+    messages and the lines that were not records (stderr), in order. None: no stream, the
+    tail is all there is. The model's own words are left out: a reply that discusses rate
+    limits or a 401 handler is not the agent failing."""
+
+    def evidence(self) -> tuple[str, ...]:
+        """The lines an ending is judged from: the agent's signals (else the tail), and the
+        false-success reason."""
+        lines = self.signals if self.signals is not None else self.tail
+        return (*lines, self.false_success) if self.false_success else lines
+
+    def describe(self) -> str:
+        """``exit 0``, ``exit 53 (turn limit reached)``, ``killed by SIGKILL``, or a false success."""
+        if self.false_success:
+            return self.false_success
+        if self.exit_meaning and self.signal is None:
+            return f"exit {self.exit_code} ({self.exit_meaning})"
+        if self.signal is not None:
+            import signal as _signal
+
+            try:
+                name = _signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            return f"killed by {name}"
+        return f"exit {self.exit_code}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateResult:
+    """The verdict of one gate on one tree."""
+
+    gate: str
+    status: GateStatus
+    tree: str
+    duration_s: float = 0.0
+    exit_code: int | None = None
+    attempts: int = 1
+    log_path: str | None = None
+    tail: tuple[str, ...] = ()
+    """The last lines of the gate's output (for the handoff and the recovery screen)."""
+    cached: bool = False
+    """The result was judged earlier on the same tree (or on a tree equal under ``paths``)."""
+    message: str = ""
+    """Why, in words, for ``error`` (command not found) and ``timeout``."""
+    failed_tests: tuple[str, ...] = ()
+    """The failing test ids the output names (pytest, unittest, cargo, go), for a red gate."""
+
+    @property
+    def green(self) -> bool:
+        """Passed (flaky counts: it passed on a retry)."""
+        return self.status in GREEN
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationStarted(Event):
+    """The gates are about to be judged on ``tree``."""
+
+    kind: ClassVar[str | None] = "evaluation-started"
+    tree: str
+    reason: str
+    gates: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateStarted(Event):
+    """One gate started on ``tree``."""
+
+    kind: ClassVar[str | None] = "gate-started"
+    gate: str
+    tree: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateFinished(Event):
+    """One gate finished; ``stale`` when the tree moved underneath it."""
+
+    kind: ClassVar[str | None] = "gate-finished"
+    result: GateResult
+    stale: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """Flatten the result into the ledger record ``paella status`` reads."""
+        r = self.result
+        return {
+            "gate": r.gate,
+            "status": r.status,
+            "tree": r.tree,
+            "duration_s": round(r.duration_s, 3),
+            "exit_code": r.exit_code,
+            "attempts": r.attempts,
+            "log": r.log_path,
+            "cached": r.cached,
+            "stale": self.stale,
+            "message": r.message,
+            "failed_tests": list(r.failed_tests),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationFinished(Event):
+    """All gates of an evaluation finished."""
+
+    kind: ClassVar[str | None] = "evaluation-finished"
+    tree: str
+    results: tuple[GateResult, ...]
+    complete_episodes: int
+    """How many episodes are complete on ``tree`` (0 when stale)."""
+    stale: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """Summarise the evaluation (per-gate details are in their own records)."""
+        return {
+            "tree": self.tree,
+            "complete_episodes": self.complete_episodes,
+            "stale": self.stale,
+            "green": [r.gate for r in self.results if r.green],
+            "red": [r.gate for r in self.results if r.status in RED],
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointTaken(Event):
+    """A checkpoint was taken (already in the ledger)."""
+
+    record_: SnapshotRecord
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriftDetected(Event):
+    """Evidence that the run lost the thread (SPEC 8)."""
+
+    kind: ClassVar[str | None] = "drift"
+    drift: DriftKind
+    message: str
+    gate: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatchPaused(Event):
+    """The watcher stopped re-triggering gates (flapping); ``R`` or ``paella gates`` resumes."""
+
+    kind: ClassVar[str | None] = "watch-paused"
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryScheduled(Event):
+    """A transient failure: the next attempt starts at ``resume_at`` (wall clock)."""
+
+    kind: ClassVar[str | None] = "retry-scheduled"
+    attempt: int
+    """The attempt that failed."""
+    failures: int
+    """Transient failures so far in this run."""
+    wait_s: float
+    resume_at: float
+    reason: str
+    """The wait in words: until the reset the agent printed, or the backoff."""
+    pattern: str | None = None
+    """The transient pattern that matched."""
+    line: str | None = None
+    """The line it matched in."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecoveryFacts:
+    """What a person (or the headless policy) needs to decide a recovery (SPEC 9)."""
+
+    ending: Ending
+    how: str
+    """How it ended, in words: ``exit 1``, ``killed by SIGSEGV``, ``stopped by you``."""
+    tail: tuple[str, ...]
+    base: SnapshotRecord | None
+    """The last green checkpoint (the base), if any."""
+    gates_now: tuple[GateResult, ...]
+    regressions: tuple[str, ...]
+    changed_files: tuple[str, ...]
+    """Files changed since the base (or since run start)."""
+    lines_added: int
+    lines_removed: int
+    default: Literal["rollback", "continue"]
+    """The default choice: roll back when a regression is present, else continue."""
+    gates_final: bool = True
+    """False when the gates were still running on the final tree: ``gates_now`` are the newest
+    results known, and the gate table fills in the rest."""
+    breaks: tuple[BreakPoint, ...] = ()
+    """Where each regressed gate broke, as far as the bisects have found out (issue 16)."""
+    before_break: SnapshotRecord | None = None
+    """The last step where every gate green at the base still passes: a finer last good state."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecoveryNeeded(Event):
+    """An attempt ended without the run being done: a choice is needed."""
+
+    kind: ClassVar[str | None] = "recovery-needed"
+    facts: RecoveryFacts
+
+    def record(self) -> dict[str, Any]:
+        """The facts, compactly."""
+        f = self.facts
+        return {
+            "ending": f.ending,
+            "how": f.how,
+            "tail": list(f.tail[-20:]),
+            "base": f.base.n if f.base else None,
+            "regressions": list(f.regressions),
+            "changed_files": list(f.changed_files[:200]),
+            "default": f.default,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecoveryChosen(Event):
+    """The choice made: ``rollback`` (to ``target``), ``continue``, ``stop`` or ``accept``; and
+    by whom."""
+
+    kind: ClassVar[str | None] = "recovery-chosen"
+    choice: Literal["rollback", "continue", "stop", "accept"]
+    target: str | None = None
+    by: str = "user"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolledBack(Event):
+    """A rollback finished (its records are in the ledger already)."""
+
+    target: SnapshotRecord
+    salvage: SnapshotRecord
+
+
+@dataclass(frozen=True, kw_only=True)
+class HandoffWritten(Event):
+    """The handoff was written to ``path``."""
+
+    kind: ClassVar[str | None] = "handoff-written"
+    path: str
+    size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunDone(Event):
+    """Every contract gate is green on the final tree: done, because the gates say so."""
+
+    kind: ClassVar[str | None] = "run-done"
+    tree: str
+    gates: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStopped(Event):
+    """The run ended not done (stopped, handoff written, or out of retries)."""
+
+    kind: ClassVar[str | None] = "run-stopped"
+    reason: str
+    resume_after: float | None = None
+    """Wall-clock time before which a resume is pointless (the agent's limit resets then);
+    `paella resume` waits or refuses until then unless told `--now`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notice(Event):
+    """A line worth showing that changes no state (not persisted)."""
+
+    kind: ClassVar[str | None] = None
+    message: str
+    level: Literal["info", "warning", "error"] = "info"
+
+
+BisectVerdict = Literal["running", "found", "flaky", "red-from-start", "not-reproduced", "error"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BreakPoint:
+    """Where a gate broke: the first step of the run on which it is red, found by a bisect."""
+
+    gate: str
+    verdict: BisectVerdict
+    step: int | None = None
+    """The first red step (``found``), else None."""
+    t: str | None = None
+    """When that step was taken (ISO 8601 UTC)."""
+    last_green_step: int | None = None
+    files: tuple[tuple[str, int | None, int | None], ...] = ()
+    """The files the breaking step changed: (path, lines added, lines removed)."""
+    added: int = 0
+    removed: int = 0
+    runs: int = 0
+    """How many times the bisect ran the gate (cached results cost none)."""
+    tail: tuple[str, ...] = ()
+    """The gate's last output lines on the breaking step."""
+    message: str = ""
+    """The verdict in words (what flaked, why nothing was found)."""
+
+    def headline(self, *, clock: str | None = None) -> str:
+        """``broke at 02:31 in step 17: ledger/core.py, +3 −1`` (or the verdict in words)."""
+        if self.verdict != "found" or self.step is None:
+            return self.message or f"{self.gate}: {self.verdict}"
+        when = clock if clock is not None else _hh_mm(self.t)
+        names = ", ".join(path for path, _a, _r in self.files[:3])
+        more = f" and {len(self.files) - 3} more" if len(self.files) > 3 else ""
+        files = f": {names}{more}" if names else ""
+        return f"broke at {when} in step {self.step}{files}, +{self.added} −{self.removed}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ledger's and ``status --json``'s shape."""
+        data = asdict(self)
+        data["files"] = [{"path": path, "added": a, "removed": r} for path, a, r in self.files]
+        data["tail"] = list(self.tail)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BreakPoint:
+        """Rebuild from :meth:`to_json` (a ledger ``bisect`` record)."""
+        files = tuple(
+            (str(f.get("path", "")), f.get("added"), f.get("removed"))
+            for f in data.get("files") or ()
+            if isinstance(f, dict)
+        )
+        return cls(
+            gate=str(data.get("gate", "")),
+            verdict=data.get("verdict", "error"),
+            step=data.get("step"),
+            t=data.get("t_step") or data.get("t"),
+            last_green_step=data.get("last_green_step"),
+            files=files,
+            added=int(data.get("added") or 0),
+            removed=int(data.get("removed") or 0),
+            runs=int(data.get("runs") or 0),
+            tail=tuple(str(x) for x in data.get("tail") or ()),
+            message=str(data.get("message") or ""),
+        )
+
+
+def _hh_mm(t: str | None) -> str:
+    """``02:31``, local time (as the drift feed and the clock show it), from a ledger time."""
+    if not t:
+        return "?"
+    try:
+        return datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone().strftime("%H:%M")
+    except ValueError:
+        return t
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectStarted(Event):
+    """A bisect began looking for the step where ``gate`` turned red."""
+
+    kind: ClassVar[str | None] = "bisect-started"
+    gate: str
+    tree: str | None
+    """The tree known red (the regression's), or None: the newest step."""
+    steps: int
+    """How many steps the search may look at."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectFinished(Event):
+    """A bisect's verdict: where ``point.gate`` broke, or why that cannot be said."""
+
+    kind: ClassVar[str | None] = "bisect"
+    point: BreakPoint
+    before_break: SnapshotRecord | None = None
+    """The last step where every gate green at the base still passes (a step target), if known."""
+
+    def record(self) -> dict[str, Any]:
+        """The break point, flat; its step's time as ``t_step`` (``t`` is the record's own)."""
+        data = self.point.to_json()
+        data["t_step"] = data.pop("t")
+        data["before_break"] = self.before_break.n if self.before_break is not None else None
+        return data

@@ -1,0 +1,263 @@
+"""Is a run's state still what paella wrote? The frozen contract, the ledger and the snapshot refs,
+checked against what paella recorded and against the mirror, and restored from the mirror.
+
+Every finding is a sentence for a ``history`` drift: said on screen, kept in the ledger and the
+handoff. Checks never raise: a mirror that cannot be read makes them weaker, not fatal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.base.files import read_regular_file, write_atomic
+from paella_tui.supervisor.contract.model import MAX_CONTRACT_BYTES
+from paella_tui.supervisor.run.ledger import LedgerRead, utc_now
+from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.store.mirror import CONTRACT_NAME, LEDGER_NAME, Mirror
+
+
+@dataclass
+class FrozenContract:
+    """The text a run is held to, and what was wrong with the copy in the repository."""
+
+    text: str | None
+    findings: list[str] = field(default_factory=list)
+
+
+def recorded_contract_sha(read: LedgerRead) -> str | None:
+    """The sha256 of the frozen contract as the run's first (trusted) ``run-started`` says."""
+    for index, record in enumerate(read.records):
+        if record.get("kind") == "run-started":
+            if not read.trusted(index):
+                return None
+            info = record.get("contract")
+            sha = info.get("sha256") if isinstance(info, dict) else None
+            return sha if isinstance(sha, str) else None
+    return None
+
+
+def frozen_contract(
+    run: Run, read: LedgerRead | None = None, *, restore: bool = False
+) -> FrozenContract:
+    """The frozen contract's text, verified against its recorded sha256 and the mirror's copy.
+
+    A copy that differs from the recorded hash is drift: the mirror's copy (when its hash is the
+    recorded one) is the contract the run is judged by, and with ``restore`` it is put back.
+    """
+    read = read if read is not None else run.ledger.read()
+    path = run.contract_copy
+    try:
+        data: bytes | None = path.read_bytes() if path.is_file() else None
+    except OSError:
+        data = None
+    recorded = recorded_contract_sha(read)
+    if data is not None and recorded is not None and _sha(data) == recorded:
+        return FrozenContract(data.decode("utf-8", errors="replace"))  # the common case: no git
+    mirror = Mirror.for_workspace(run.workspace)
+    copy = mirror.state(run.run_id)
+    expected = recorded or (copy.contract_sha256 if copy is not None else None)
+    if expected is None:
+        # No hash anywhere: a manual run (no contract), or a ledger from before hashes.
+        return FrozenContract(data.decode("utf-8", errors="replace") if data is not None else None)
+    if data is not None and _sha(data) == expected:
+        return FrozenContract(data.decode("utf-8", errors="replace"))
+    what = "is missing" if data is None else "was changed after the run started"
+    findings = [
+        f"the run's frozen contract {path} {what} (its sha256 is no longer the one recorded)"
+    ]
+    mirrored = mirror.read_file(run.run_id, CONTRACT_NAME)
+    if mirrored is not None and _sha(mirrored) == expected:
+        findings[0] += f"; the run is judged by the mirror's copy ({mirror.describe()})"
+        if restore:
+            with contextlib.suppress(OSError):
+                if data is not None:
+                    write_atomic(path.with_name(f"contract.toml.changed-{_stamp()}"), data)
+                write_atomic(path, mirrored)
+                findings[0] += ", restored"
+        return FrozenContract(mirrored.decode("utf-8", errors="replace"), findings)
+    live = run.workspace.root / "paella.toml"
+    with contextlib.suppress(OSError, ValueError):
+        text = read_regular_file(live, MAX_CONTRACT_BYTES)
+        if _sha(text) == expected:
+            findings[0] += "; paella.toml still holds the frozen text, so the run is judged by it"
+            return FrozenContract(text.decode("utf-8", errors="replace"), findings)
+    findings[0] += "; no trusted copy is left (not in the mirror, not paella.toml)"
+    return FrozenContract(None, findings)
+
+
+def ledger_against_mirror(run: Run, *, restore: bool = False) -> list[str]:
+    """Whether the ledger still begins with what the mirror holds; with ``restore``, put it back.
+
+    The mirror's copy is the ledger as of the last checkpoint: an append-only ledger always
+    extends it, so any difference in that prefix is an edit, a truncation or a deletion.
+    """
+    mirror = Mirror.for_workspace(run.workspace)
+    copy = mirror.state(run.run_id)
+    if copy is None or not copy.ledger_sha256:
+        return []
+    path = run.ledger.path
+    try:
+        with path.open("rb") if path.is_file() else contextlib.nullcontext(None) as handle:
+            prefix = handle.read(copy.ledger_bytes) if handle is not None else b""
+    except OSError:
+        prefix = b""
+    if len(prefix) == copy.ledger_bytes and _sha(prefix) == copy.ledger_sha256:
+        return []
+    what = "is missing" if not path.exists() else "was edited or cut"
+    finding = (
+        f"the ledger {path} {what}: it no longer begins with the copy the mirror "
+        f"({mirror.describe()}) took at the last checkpoint"
+    )
+    if restore:
+        saved = mirror.read_file(run.run_id, LEDGER_NAME)
+        if saved is not None and _sha(saved) == copy.ledger_sha256:
+            with contextlib.suppress(OSError):
+                if path.exists():
+                    os.replace(path, path.with_name(f"events.jsonl.changed-{_stamp()}"))
+                write_atomic(path, saved)
+                finding += "; restored from the mirror (the changed file is kept beside it)"
+    return [finding]
+
+
+def refs_against_mirror(run: Run, read: LedgerRead, *, restore: bool = False) -> list[str]:
+    """Snapshot refs that vanished or moved in the repository; with ``restore``, fetched back."""
+    git = run.workspace.git
+    records = list(read.of_kind("checkpoint", "salvage"))
+    if not records:
+        return []
+    # One git call for every ref of the run, whatever the number of checkpoints.
+    listing = git.out(["for-each-ref", "--format=%(refname) %(objectname)", f"{run.ref_prefix}/"])
+    in_repo = dict(line.split(" ", 1) for line in listing.splitlines() if " " in line)
+    if all(in_repo.get(str(r["ref"])) == r["commit"] for r in records):
+        return []  # the common case: no mirror needed
+    mirror = Mirror.for_workspace(run.workspace)
+    mirrored = mirror.refs(run.run_id) or {}
+    findings: list[str] = []
+    for record in records:
+        ref, commit = str(record["ref"]), str(record["commit"])
+        if not ref.startswith(f"{run.ref_prefix}/"):
+            continue
+        local = in_repo.get(ref)
+        if local == commit:
+            continue
+        what = "was deleted" if local is None else f"was moved to {local[:12]}"
+        finding = f"the snapshot ref {ref} {what}"
+        if mirrored.get(ref) == commit:
+            if restore and mirror.restore_ref(ref) and git.rev_parse(ref) == commit:
+                finding += f"; restored from the mirror ({commit[:12]})"
+            else:
+                finding += f"; the mirror still holds it ({commit[:12]})"
+        else:
+            finding += "; the mirror does not hold it either"
+        findings.append(finding)
+    return findings
+
+
+def ensure_snapshot(run: Run, ref: str, commit: str) -> bool:
+    """Make sure ``commit`` is in the repository (fetching ``ref`` back from the mirror if it was
+    deleted or pruned there); True when it is."""
+    git = run.workspace.git
+    if git.rev_parse(f"{commit}^{{commit}}") is not None:
+        return True
+    mirror = Mirror.for_workspace(run.workspace)
+    if (mirror.refs(run.run_id) or {}).get(ref) != commit:
+        return False
+    return mirror.restore_ref(ref) and git.rev_parse(f"{commit}^{{commit}}") is not None
+
+
+def commit_trees(run: Run, commits: list[str]) -> dict[str, str]:
+    """The tree of each commit the repository holds (one git call for all of them)."""
+    if not commits:
+        return {}
+    query = "".join(f"{c}^{{tree}}\n" for c in commits).encode()
+    try:
+        out = run.workspace.git.run(
+            ["cat-file", "--batch-check=%(objectname) %(objecttype)"], input=query
+        ).stdout.decode(errors="replace")
+    except GitError:
+        return {}
+    trees = {}
+    for commit, line in zip(commits, out.splitlines(), strict=False):
+        name, _, kind = line.partition(" ")
+        if kind == "tree":
+            trees[commit] = name
+    return trees
+
+
+def trusted_snapshot_refs(run: Run, read: LedgerRead) -> set[str]:
+    """The refs of the snapshot records that may be rolled back to.
+
+    A record from before any chain break is trusted unless the mirror, holding this run, says
+    otherwise; a record after a break (or any record, once the mirror holds this run) needs the
+    mirror to agree on its ref, commit and tree.
+    """
+    mirror = Mirror.for_workspace(run.workspace)
+    mirrored = mirror.refs(run.run_id)
+    mirror_knows_run = bool(mirrored)
+    snapshots = [
+        (index, record)
+        for index, record in enumerate(read.records)
+        if record.get("kind") in ("checkpoint", "salvage")
+    ]
+    trees = commit_trees(run, [str(r["commit"]) for _, r in snapshots])
+    trusted: set[str] = set()
+    for index, record in snapshots:
+        ref, commit = str(record["ref"]), str(record["commit"])
+        agrees = (
+            mirrored is not None
+            and mirrored.get(ref) == commit
+            and trees.get(commit) == record["tree"]
+        )
+        if (mirror_knows_run or not read.trusted(index)) and not agrees:
+            continue
+        trusted.add(ref)
+    return trusted
+
+
+def check_run(run: Run, *, restore: bool = False) -> list[str]:
+    """Every integrity finding about ``run``; with ``restore``, what can be put back is."""
+    findings = ledger_against_mirror(run, restore=restore)
+    pointer = run.workspace.state_dir / "current"
+    if restore and not pointer.is_file():
+        with contextlib.suppress(OSError):
+            write_atomic(pointer, run.run_id + "\n")
+    read = run.ledger.read()
+    if read.chain_break is not None:
+        findings.append(read.chain_break.describe(run.ledger.path))
+    findings += frozen_contract(run, read, restore=restore).findings
+    findings += refs_against_mirror(run, read, restore=restore)
+    return findings
+
+
+def restore_runs(run_dir_parent: Path, mirror: Mirror) -> list[str]:
+    """Bring back from the mirror the state folders of runs missing from ``runs/``."""
+    restored: list[str] = []
+    for run_id in mirror.run_ids():
+        folder = run_dir_parent / run_id
+        if folder.exists():
+            continue
+        files = {name: mirror.read_file(run_id, name) for name in (LEDGER_NAME, CONTRACT_NAME)}
+        if files[LEDGER_NAME] is None:
+            continue
+        try:
+            folder.mkdir(mode=0o700, parents=True)
+            for name, data in files.items():
+                if data is not None:
+                    write_atomic(folder / name, data)
+        except OSError:
+            continue
+        restored.append(run_id)
+    return restored
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _stamp() -> str:
+    return utc_now().replace(":", "").replace("-", "").replace(".", "")

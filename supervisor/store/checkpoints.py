@@ -1,0 +1,280 @@
+"""Checkpoints and salvage snapshots: snapshot commits kept under ``refs/paella/<run-id>/``
+(``refs/paella/wt/<id>/<run-id>/`` in a linked worktree).
+
+A checkpoint commit's tree is the whole workspace; its parent is the HEAD it sat on, so the
+agent's commits stay reachable. A salvage commit has the user's index as a second parent when the
+index holds staged changes, so a rollback's undo gives them back. The record (SPEC 5) goes to the ledger after the ref exists:
+a crash in between leaves a harmless extra ref, never a record pointing at nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from paella_tui.supervisor.base.errors import GitError, UsageError, WorkspaceError
+from paella_tui.supervisor.base.files import ensure_dir
+from paella_tui.supervisor.run.ledger import utc_now
+from paella_tui.supervisor.run.runs import Run, save_to_mirror
+from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
+
+Kind = Literal["checkpoints", "salvage", "steps"]
+"""What a snapshot ref holds; steps (:mod:`paella_tui.supervisor.store.steps`) are rollback targets too."""
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """A checkpoint or salvage snapshot as the ledger and ``status --json`` hold it."""
+
+    kind: Kind
+    n: int
+    ref: str
+    commit: str
+    tree: str
+    head: str | None
+    branch: str | None
+    t: str
+    episode: int | str | None = None
+    """The episode number this checkpoint completes, ``"manual"``, or None (salvage)."""
+    gates_green: tuple[str, ...] = ()
+    label: str = ""
+    reason: str = ""
+    skipped_files: tuple[dict[str, Any], ...] = ()
+    uncovered: tuple[str, ...] = field(default=())
+    index: str | None = None
+    """Salvage only: a commit of the user's index when it held staged changes (its 2nd parent)."""
+
+    @property
+    def name(self) -> str:
+        """How a person names it on the command line: ``3`` or ``salvage:2``."""
+        if self.kind == "steps":
+            return f"step:{self.n}"
+        return str(self.n) if self.kind == "checkpoints" else f"salvage:{self.n}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``status --json`` shape of this record."""
+        data: dict[str, Any] = {
+            "n": self.n,
+            "ref": self.ref,
+            "commit": self.commit,
+            "tree": self.tree,
+            "head": self.head,
+            "branch": self.branch,
+        }
+        if self.kind == "checkpoints":
+            data.update(episode=self.episode, gates_green=list(self.gates_green), label=self.label)
+        else:
+            data.update(reason=self.reason)
+            if self.index:
+                data.update(index=self.index)
+        data.update(
+            skipped_files=list(self.skipped_files), uncovered=list(self.uncovered), t=self.t
+        )
+        return data
+
+    @classmethod
+    def from_ledger(cls, record: dict[str, Any]) -> SnapshotRecord:
+        """Rebuild a record from its ledger line (``checkpoint`` or ``salvage`` kind)."""
+        kind: Kind = "checkpoints" if record["kind"] == "checkpoint" else "salvage"
+        return cls(
+            kind=kind,
+            n=int(record["n"]),
+            ref=record["ref"],
+            commit=record["commit"],
+            tree=record["tree"],
+            head=record.get("head"),
+            branch=record.get("branch"),
+            t=record["t"],
+            episode=record.get("episode"),
+            gates_green=tuple(record.get("gates_green") or ()),
+            label=record.get("label", ""),
+            reason=record.get("reason", ""),
+            skipped_files=tuple(record.get("skipped_files") or ()),
+            uncovered=tuple(record.get("uncovered") or ()),
+            index=record.get("index"),
+        )
+
+
+def records(run: Run, kind: Kind) -> list[SnapshotRecord]:
+    """The run's checkpoints (or salvage snapshots), in order."""
+    ledger_kind = "checkpoint" if kind == "checkpoints" else "salvage"
+    return [SnapshotRecord.from_ledger(r) for r in run.ledger.read().of_kind(ledger_kind)]
+
+
+def find(run: Run, name: str) -> SnapshotRecord:
+    """The record a person names: ``N`` (checkpoint) or ``salvage:N``; a UsageError otherwise."""
+    kind: Kind = "checkpoints"
+    text = name.strip()
+    if text.startswith("salvage:"):
+        kind, text = "salvage", text.removeprefix("salvage:")
+    # ASCII digits only ("²" is a digit to str.isdigit), and few of them: int() of thousands of
+    # digits is refused by Python itself.
+    if not (text.isascii() and text.isdigit() and len(text) <= 9):
+        shown = name if len(name) <= 40 else name[:37] + "..."
+        raise UsageError(
+            f"{shown!r} names no snapshot",
+            hint="use a checkpoint number (3) or salvage:N (salvage:1)",
+        )
+    wanted = int(text)
+    for record in records(run, kind):
+        if record.n == wanted:
+            return record
+    have = ", ".join(r.name for r in records(run, kind)) or "none"
+    what = "checkpoint" if kind == "checkpoints" else "salvage snapshot"
+    raise UsageError(
+        f"run {run.run_id} has no {what} {wanted}",
+        hint=f"it has: {have} (see `paella checkpoints`)",
+    )
+
+
+def commit_snapshot(
+    run: Run,
+    snapshotter: Snapshotter,
+    snap: Snapshot,
+    *,
+    kind: Kind,
+    message: str,
+    fields: dict[str, Any],
+) -> SnapshotRecord:
+    """Commit ``snap`` on top of HEAD, keep it under a new numbered ref, and record it."""
+    git = run.workspace.git
+    head = run.workspace.head()
+    parents = ["-p", head.commit] if head.commit else []
+    index_commit = None
+    if kind == "salvage":
+        index_commit = _index_commit(run, head.commit)
+        if index_commit is not None:
+            # A second parent keeps what only the index held reachable (SPEC 5: staged content
+            # survives a rollback and its undo).
+            parents += ["-p", index_commit]
+            fields = {**fields, "index": index_commit}
+    meta = {
+        "paella": kind,
+        "run": run.run_id,
+        **{k: v for k, v in fields.items() if k != "skipped_files"},
+    }
+    body = f"{message}\n\n{json.dumps(meta, sort_keys=True, default=str)}\n"
+    commit = git.out(["commit-tree", snap.tree, *parents], input=body.encode())
+    existing = [r.n for r in records(run, kind)]
+    n = max(existing, default=0) + 1
+    while True:
+        ref = f"{run.ref_prefix}/{kind}/{n}"
+        # The empty old value makes the update create-only: a ref left by a crash is never overwritten.
+        try:
+            git.run(["update-ref", "-m", f"paella: {message}", ref, commit, ""])
+            break
+        except GitError:
+            if git.rev_parse(ref) is None:
+                raise
+            n += 1
+    record = SnapshotRecord(
+        kind=kind,
+        n=n,
+        ref=ref,
+        commit=commit,
+        tree=snap.tree,
+        head=head.commit,
+        branch=head.branch,
+        t=utc_now(),
+        skipped_files=tuple(s.to_json() for s in snap.skipped),
+        uncovered=snap.uncovered,
+        index=index_commit,
+        **{k: v for k, v in fields.items() if k != "index"},
+    )
+    data = record.to_json()
+    data.pop("t")
+    # Kept outside the repository too, before the record names it: a deleted ref or a gc
+    # there never loses it, and a record is never older than its mirrored ref.
+    save_to_mirror(run, {ref: commit}, state=False)
+    written = run.ledger.append("checkpoint" if kind == "checkpoints" else "salvage", **data)
+    # The ledger's copy in the mirror follows from whoever took it (the run loop in the
+    # background, a command before it exits): see runs.save_to_mirror.
+    # The ledger's own time is the record's time: what is returned equals what is read back.
+    return SnapshotRecord.from_ledger(written)
+
+
+def _index_commit(run: Run, head: str | None) -> str | None:
+    """A commit of the user's index tree when it differs from HEAD's tree, else None.
+
+    The index is read from a copy (``write-tree`` would lock the user's index to store its
+    cache). An index git cannot write as a tree (unmerged entries) is not saved.
+    """
+    workspace = run.workspace
+    real = workspace.git_dir / "index"
+    if not real.exists():
+        return None
+    copy = workspace.state_dir / f"user-index.{os.getpid()}.tmp"
+    try:
+        ensure_dir(copy.parent)
+        shutil.copyfile(real, copy)
+        proc = Git(workspace.root, index_file=copy, config=(("core.splitIndex", "false"),)).run(
+            ["write-tree"], check=False
+        )
+    finally:
+        with contextlib.suppress(OSError):
+            copy.unlink()
+    tree = proc.stdout.decode().strip()
+    if proc.returncode != 0 or not tree:
+        return None
+    if head is not None and workspace.git.rev_parse(f"{head}^{{tree}}") == tree:
+        return None
+    parents = ["-p", head] if head else []
+    return workspace.git.out(
+        ["commit-tree", tree, *parents], input=b"paella: the index (staged changes) at salvage\n"
+    )
+
+
+def take_checkpoint(
+    run: Run,
+    snapshotter: Snapshotter,
+    *,
+    episode: int | str | None = "manual",
+    gates_green: tuple[str, ...] = (),
+    label: str = "",
+    snap: Snapshot | None = None,
+) -> SnapshotRecord:
+    """Snapshot now (or commit the given snapshot) as the run's next checkpoint."""
+    try:
+        with snapshotter.locked("a checkpoint"):
+            snap = snap or snapshotter.take()
+            title = label or (
+                f"episode {episode}" if isinstance(episode, int) else "manual checkpoint"
+            )
+            return commit_snapshot(
+                run,
+                snapshotter,
+                snap,
+                kind="checkpoints",
+                message=f"checkpoint: {title}",
+                fields={
+                    "episode": episode,
+                    "gates_green": tuple(gates_green),
+                    "label": label or title,
+                },
+            )
+    except OSError as err:
+        # A full disk or a permission: a checkpoint only adds objects, refs and a ledger line.
+        raise WorkspaceError(
+            f"could not take a checkpoint: {err.strerror or err}"
+            + (f" ({err.filename})" if err.filename else ""),
+            hint="the work tree, HEAD and index were not changed; free the space (or fix the "
+            "permission) and try again.",
+        ) from err
+
+
+def take_salvage(run: Run, snapshotter: Snapshotter, *, reason: str) -> SnapshotRecord:
+    """Snapshot the current state as a salvage snapshot. The caller holds the snapshot lock."""
+    snap = snapshotter.take()
+    return commit_snapshot(
+        run,
+        snapshotter,
+        snap,
+        kind="salvage",
+        message=f"salvage: {reason}",
+        fields={"reason": reason},
+    )

@@ -1,0 +1,437 @@
+"""Snapshots of the whole workspace into git trees, without touching HEAD, the index or the work tree.
+
+A snapshot is built in paella's private index file (``GIT_INDEX_FILE``), kept between snapshots so
+that git's stat cache lets only changed files be hashed again; the repository's own index and its
+``index.lock`` are never used. Untracked files are included, ignored ones are not. Files over the
+size cap are left out and named. Nested repositories and submodules are recorded as git records
+them (their commit) and never entered; a nested repository with no commit cannot be recorded and
+is named as not covered. ``exclude`` globs (the gates' byproducts and ``[watch] ignore``) are left
+out like ignored files, unless the user's own index tracks them.
+
+Bytes are raw, whatever the repository's configuration: ``update-index`` keeps git's stat cache
+(only changed files are read again), and every file it (re)hashed is then hashed again here from
+the bytes on disk, with no filter, eol conversion or ``ident``; where git's conversion changed the
+bytes, the raw blob is written (``fast-import``, fed content, never a path) and put in the private
+index instead. The private index runs with ``core.fileMode``/``core.symlinks`` on, and with sparse
+checkout, skip-worktree, assume-unchanged, split index, fsmonitor and the untracked cache off: a
+snapshot is exactly what is on disk (``raw_blobs``). A corrupt private index is rebuilt on its
+own. A file left out (size cap, churn: see ``churn``) is taken out of the private index too, so no
+older version of it stands in a snapshot for what is on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.base.files import ensure_dir
+from paella_tui.supervisor.base.owned_lock import OwnedLock
+from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, churning
+from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG, RawBlobs, filters_off
+from paella_tui.supervisor.store.workspace import Workspace
+
+DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
+_UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)
+# git refuses to hash a file whose bytes do not decode from its working-tree-encoding.
+_UNENCODABLE = re.compile(r"failed to encode '(.+)' from", re.MULTILINE)
+_MAX_RETRIES = 50
+LOCK_TIMEOUT_S = 60.0
+# git's messages when an index file cannot be read.
+_CORRUPT_INDEX = re.compile(
+    r"index file corrupt|bad signature|bad index|index file smaller|unknown index entry|"
+    r"index uses .* extension|unable to read|cannot read|unknown index version",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file left out of a snapshot, and why."""
+
+    path: str
+    reason: str
+    size: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The record stored in the ledger and printed by ``status --json``."""
+        return {"path": self.path, "size": self.size, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The workspace as one git tree, with what it could not hold."""
+
+    tree: str
+    """The tree object id: equal trees mean byte-identical snapshots."""
+    skipped: tuple[SkippedFile, ...] = ()
+    """Files left out (over the size cap, unreadable, nested repositories with no commit)."""
+    uncovered: tuple[str, ...] = field(default=())
+    """Nested repositories and submodules recorded by their commit only: their inside is not covered."""
+
+
+class Snapshotter:
+    """Takes snapshots of one workspace through paella's private, persistent index."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        exclude: Sequence[str] = (),
+        churn_min_size: int = CHURN_MIN_SIZE,
+    ) -> None:
+        self.workspace = workspace
+        self.max_file_size = max_file_size
+        self.exclude = tuple(exclude)
+        """Globs (``.gitignore`` syntax) left out as if ignored: the gates' own byproducts."""
+        self.churn_min_size = churn_min_size
+        self.index_file = workspace.state_dir / "snapshot.index"
+        self.lock_file = workspace.state_dir / "snapshot.lock"
+        self.memo_file = workspace.state_dir / "snapshot.memo.json"
+        self.git = Git(
+            workspace.root,
+            index_file=self.index_file,
+            config=(*PRIVATE_CONFIG, *filters_off(workspace)),
+        )
+        self._exclude_files: list[Path] | None = None
+        self.raw = RawBlobs(self.git, workspace.root)
+
+    @contextlib.contextmanager
+    def locked(self, what: str = "a snapshot") -> Iterator[None]:
+        """Hold paella's snapshot lock: one snapshot or rollback at a time across processes."""
+        ensure_dir(self.workspace.state_dir)
+        with OwnedLock(self.lock_file, what=what).hold(timeout=LOCK_TIMEOUT_S):
+            # We own the lock, so its previous owner is dead, and its git children died with it
+            # (gitcli): a private index lock left behind is theirs, never a live process's.
+            with contextlib.suppress(FileNotFoundError):
+                self.index_file.with_name(self.index_file.name + ".lock").unlink()
+            yield
+
+    def take_locked(self, what: str = "a snapshot") -> Snapshot:
+        """Snapshot the workspace now, holding the lock for just that (blocking: git)."""
+        with self.locked(what):
+            return self.take()
+
+    def take(self) -> Snapshot:
+        """Snapshot the workspace now. The caller holds :meth:`locked`."""
+        try:
+            return self._take()
+        except GitError:
+            if not self._index_corrupt():
+                raise
+        # The private index is paella's own cache: rebuild it from scratch and try once more.
+        self.discard_index()
+        return self._take()
+
+    def discard_index(self) -> None:
+        """Forget the private index (the next snapshot rebuilds it and hashes everything again)."""
+        for path in (self.index_file, self.memo_file):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def _index_corrupt(self) -> bool:
+        if not self.index_file.exists():
+            return False
+        proc = self.git.run(["ls-files", "--stage"], check=False)
+        return proc.returncode != 0 and bool(
+            _CORRUPT_INDEX.search(proc.stderr.decode(errors="replace")) or proc.returncode == 128
+        )
+
+    def _take(self) -> Snapshot:
+        # Read before this snapshot writes the index: a memo is valid only for the index it saw.
+        memo = self._load_memo()
+        self._seed_index()
+        skipped: list[SkippedFile] = []
+        excludes = self._state_dir_pathspec()
+        untracked = self.git.lines_z(
+            [
+                "ls-files",
+                "-z",
+                "--others",
+                "--exclude-standard",
+                *self._exclude_args(),
+                "--",
+                *excludes,
+            ]
+        )
+        status = self.git.lines_z(
+            ["diff-files", "-z", "--name-status", "--no-renames", "--ignore-submodules=dirty"]
+        )
+        pairs = list(zip(status[0::2], status[1::2], strict=True))
+        gone = [path for code, path in pairs if code == "D"]
+        changed = [path for code, path in pairs if code != "D"]
+        if gone:
+            # Entries of paths that went away leave first, and by force: update-index --remove
+            # refuses a path whose folder became a symlink ("beyond a symbolic link") and would
+            # keep its stale entry. Changed paths come next, untracked ones last: update-index
+            # works in order, and a new path (a folder now a file, a file now a folder) conflicts
+            # with the old entry while that entry is still there.
+            self.git.run(
+                ["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(gone)
+            )
+        to_update: list[str] = []
+        for path in changed:
+            too_big = self._too_big(path)
+            if too_big is not None:
+                skipped.append(too_big)
+            else:
+                to_update.append(path)
+        churn = churning(
+            self.workspace,
+            (memo or {}).get("churn") or {},
+            [*changed, *untracked],
+            min_size=self.churn_min_size,
+        )
+        for path in untracked:
+            if path.endswith("/"):
+                # git lists an untracked nested repository as one folder entry and does not enter it.
+                nested = path.rstrip("/")
+                if self._nested_commit(nested) is None:
+                    skipped.append(
+                        SkippedFile(nested, "nested repository with no commit: not recorded")
+                    )
+                else:
+                    to_update.append(nested)
+                continue
+            too_big = self._too_big(path)
+            if too_big is not None:
+                skipped.append(too_big)
+            else:
+                to_update.append(path)
+        for path, size in churn.left_out:
+            if path in to_update:
+                to_update.remove(path)
+                skipped.append(SkippedFile(path, CHURN_REASON, size))
+        if skipped:
+            # Left out means out of the tree: an older version kept in the private index would
+            # be given back by a rollback as if it were the file's content.
+            self.git.run(
+                ["update-index", "--force-remove", "-z", "--stdin"],
+                input=encode_paths_z([s.path for s in skipped]),
+            )
+        self._update_index(to_update, skipped)
+        self.raw.keep_raw_bytes(to_update)
+        # Two whole-index scans are needed only when what they find can have changed: the memo
+        # of the last snapshot says so, unless someone else (a rollback) rewrote the index.
+        touched = [*changed, *gone, *untracked]
+        ignore_sig = self._ignore_signature()
+        if (
+            memo is None
+            or memo.get("ignore") != ignore_sig
+            or any(os.path.basename(p.rstrip("/")) == ".gitignore" for p in touched)
+        ):
+            self._drop_newly_ignored()
+        known_links = memo.get("gitlinks") if memo is not None else None
+        if (
+            known_links is None
+            or any(p.endswith("/") for p in untracked)
+            or not set(known_links).isdisjoint([*changed, *gone])
+        ):
+            links = self._gitlinks()
+        else:
+            links = list(known_links)
+        tree = self.git.out(["write-tree"])
+        self._save_memo(ignore_sig, links, churn.state)
+        return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(links))
+
+    def _exclude_args(self) -> list[str]:
+        return [f"--exclude={pattern}" for pattern in self.exclude]
+
+    def _index_signature(self) -> list[int] | None:
+        try:
+            st = os.stat(self.index_file)
+        except FileNotFoundError:
+            return None
+        return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+    def _load_memo(self) -> dict[str, Any] | None:
+        try:
+            memo = json.loads(self.memo_file.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(memo, dict) or memo.get("index") != self._index_signature():
+            return None
+        return memo
+
+    def _save_memo(
+        self, ignore_sig: list[object], links: list[str], churn: dict[str, list[int]]
+    ) -> None:
+        # git writes the index with the umask's mode; paella's state is private (0600).
+        with contextlib.suppress(OSError):
+            os.chmod(self.index_file, 0o600)
+        memo = {
+            "index": self._index_signature(),
+            "ignore": ignore_sig,
+            "gitlinks": links,
+            "churn": churn,
+        }
+        tmp = self.memo_file.with_name(self.memo_file.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(memo, handle)
+        os.replace(tmp, self.memo_file)
+
+    def _ignore_signature(self) -> list[object]:
+        """What the repository-wide exclude files look like now (per-folder .gitignore files are
+        seen as changed paths instead)."""
+        if self._exclude_files is None:
+            files = [self.workspace.common_dir / "info" / "exclude"]
+            configured = self.workspace.git.out(
+                ["config", "--path", "core.excludesFile"], check=False
+            )
+            if configured:
+                files.append(Path(configured).expanduser())
+            else:
+                xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+                files.append(Path(xdg) / "git" / "ignore")
+            self._exclude_files = files
+        sig: list[object] = [list(self.exclude)]
+        for path in self._exclude_files:
+            try:
+                st = os.stat(path)
+                sig.append([str(path), st.st_size, st.st_mtime_ns])
+            except OSError:
+                sig.append([str(path), None])
+        return sig
+
+    def _seed_index(self) -> None:
+        if self.index_file.exists():
+            return
+        ensure_dir(self.index_file.parent)
+        real_index = self.workspace.git_dir / "index"
+        if real_index.exists() and self._plain_user_index():
+            # Starting from a copy of the user's index reuses its stat cache: the first snapshot
+            # hashes only what changed. A copy is a plain read: git replaces the index by rename.
+            tmp = self.index_file.with_name(self.index_file.name + ".seed")
+            shutil.copyfile(real_index, tmp)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.index_file)
+            if self.git.run(["ls-files", "--stage"], check=False).returncode == 0:
+                self._clear_hiding_bits()
+                self.raw.keep_raw_bytes(self.raw.maybe_converted(self.workspace.git))
+                return
+            self.index_file.unlink()
+        if self.git.rev_parse("HEAD^{tree}"):
+            self.git.run(["read-tree", "HEAD"])
+
+    def _plain_user_index(self) -> bool:
+        """The user's index can be copied as a seed: no split index, no sparse checkout."""
+        values = self.workspace.git.run(
+            ["config", "--get-regexp", r"^(core\.splitindex|core\.sparsecheckout|index\.sparse)$"],
+            check=False,
+        ).stdout.decode(errors="replace")
+        return " true" not in values.lower()
+
+    def _clear_hiding_bits(self) -> None:
+        """Drop skip-worktree and assume-unchanged bits the copied index carries: with them git
+        would report a changed or missing file as unchanged."""
+        skip: list[str] = []
+        assume: list[str] = []
+        for item in self.git.run(["ls-files", "-v", "-z"]).stdout.split(b"\0"):
+            if len(item) < 3:
+                continue
+            tag, path = item[:1], item[2:].decode(errors="surrogateescape")
+            if tag in (b"S", b"s"):
+                skip.append(path)
+            if tag.islower():
+                assume.append(path)
+        if skip:
+            self.git.run(
+                ["update-index", "--no-skip-worktree", "-z", "--stdin"], input=encode_paths_z(skip)
+            )
+        if assume:
+            self.git.run(
+                ["update-index", "--no-assume-unchanged", "-z", "--stdin"],
+                input=encode_paths_z(assume),
+            )
+
+    def _state_dir_pathspec(self) -> list[str]:
+        # PAELLA_STATE_DIR may point inside the work tree; paella's own files are never snapshotted.
+        try:
+            rel = self.workspace.state_dir.relative_to(self.workspace.root)
+        except ValueError:
+            return []
+        return [f":(exclude,top,literal){rel.as_posix()}"]
+
+    def _too_big(self, path: str) -> SkippedFile | None:
+        try:
+            st = os.lstat(self.workspace.root / path)
+        except OSError:
+            return None  # vanished: update-index --remove records the deletion
+        if stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_size:
+            return SkippedFile(
+                path, f"larger than max_file_size ({self.max_file_size} bytes)", st.st_size
+            )
+        return None
+
+    def _nested_commit(self, path: str) -> str | None:
+        return Git(self.workspace.root / path).rev_parse("HEAD^{commit}")
+
+    def _update_index(self, paths: list[str], skipped: list[SkippedFile]) -> None:
+        pending = list(dict.fromkeys(paths))
+        for _ in range(_MAX_RETRIES):
+            if not pending:
+                return
+            try:
+                self.git.run(
+                    ["update-index", "--add", "--remove", "-z", "--stdin"],
+                    input=encode_paths_z(pending),
+                )
+                return
+            except GitError as err:
+                encoding = _UNENCODABLE.search(err.stderr)
+                if encoding is not None and encoding.group(1) in pending:
+                    # Its bytes are what a snapshot keeps: store them raw, past git's conversion.
+                    bad = encoding.group(1)
+                    pending.remove(bad)
+                    if not self.raw.add_raw(bad):
+                        skipped.append(SkippedFile(bad, "unreadable"))
+                    continue
+                # One unreadable path makes git refuse the whole batch: leave that one out, loudly,
+                # and snapshot the rest rather than nothing.
+                match = _UNPROCESSABLE.search(err.stderr)
+                if match is None or match.group(1) not in pending:
+                    raise
+                bad = match.group(1)
+                reason = (
+                    err.stderr.strip().splitlines()[0] if err.stderr.strip() else "git refused it"
+                )
+                skipped.append(SkippedFile(bad, f"unreadable: {reason}"))
+                pending.remove(bad)
+        raise GitError(["update-index"], 1, f"gave up after {_MAX_RETRIES} unreadable paths")
+
+    def _drop_newly_ignored(self) -> None:
+        # A path snapshotted while untracked stays in the private index even after it becomes
+        # ignored; drop it unless the user's own index tracks it (force-added files stay in).
+        listing = ["ls-files", "-z", "-c", "-i", "--exclude-standard", *self._exclude_args()]
+        ours = set(self.git.lines_z(listing))
+        if not ours:
+            return
+        theirs = set(self.workspace.git.lines_z(listing))
+        stale = sorted(ours - theirs)
+        if stale:
+            self.git.run(
+                ["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(stale)
+            )
+
+    def blob_id(self, data: bytes, *, like: str | None = None) -> str:
+        """The id git gives a blob of exactly these bytes (see :class:`RawBlobs`)."""
+        return self.raw.blob_id(data, like=like)
+
+    def _gitlinks(self) -> list[str]:
+        data = self.git.run(["ls-files", "-z", "--stage"]).stdout
+        links = []
+        for entry in data.split(b"\0"):
+            if entry.startswith(b"160000 "):
+                links.append(entry.split(b"\t", 1)[1].decode(errors="surrogateescape"))
+        return links

@@ -1,0 +1,455 @@
+"""Steps: every settled change of a run kept as a snapshot, so a regression can be traced to one.
+
+A step is a snapshot commit like a checkpoint (same private index, untracked files included,
+nothing of the user's touched; its parent is the HEAD it sat on, so the agent's commits stay
+reachable), kept under ``refs/paella/<run-id>/steps/<n>`` and recorded in the ledger (kind
+``step``) with its time, the files it changed since the step before and their line counts, and
+the agent's last output lines before it. Step 0 is the tree the run started on.
+
+Steps are cheap because the snapshot they commit is usually taken anyway (the settle that
+triggers the gates) and the private index hashes only what changed. They are pruned when their
+run has ended and ``[steps] keep`` has passed; checkpoints live under their own refs and are never
+pruned with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from paella_tui.supervisor.base.errors import GitError, PaellaError, UsageError
+from paella_tui.supervisor.run.events import Event
+from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshot, Snapshotter
+from paella_tui.supervisor.store.tree_diff import changes_between, totals
+from paella_tui.supervisor.store.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+TAIL_LINES = 5
+"""The agent's last output lines a step keeps (what it was saying when it made the change)."""
+MAX_FILES = 40
+"""Files a step record names; the count of the rest is kept (a step that rewrites a tree)."""
+ENDED = ("run-done", "run-stopped")
+
+FileLines = tuple[str, int | None, int | None]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One settled change as the ledger holds it."""
+
+    n: int
+    ref: str
+    commit: str
+    tree: str
+    parent_tree: str | None
+    """The tree of the step before (None for step 0): what ``files`` are counted against."""
+    head: str | None
+    branch: str | None
+    t: str
+    files: tuple[FileLines, ...] = ()
+    files_total: int = 0
+    """How many files changed (``files`` may name fewer)."""
+    added: int = 0
+    removed: int = 0
+    tail: tuple[str, ...] = ()
+    attempt: int = 0
+
+    @property
+    def name(self) -> str:
+        """How a person names it on the command line: ``step:17``."""
+        return f"step:{self.n}"
+
+    def as_target(self) -> SnapshotRecord:
+        """The step as a rollback or diff target (the same fields a checkpoint has)."""
+        return SnapshotRecord(
+            kind="steps",
+            n=self.n,
+            ref=self.ref,
+            commit=self.commit,
+            tree=self.tree,
+            head=self.head,
+            branch=self.branch,
+            t=self.t,
+            label=f"step {self.n}",
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The ledger's and ``paella steps --json``'s shape."""
+        return {
+            "n": self.n,
+            "ref": self.ref,
+            "commit": self.commit,
+            "tree": self.tree,
+            "parent_tree": self.parent_tree,
+            "head": self.head,
+            "branch": self.branch,
+            "files": [{"path": p, "added": a, "removed": r} for p, a, r in self.files],
+            "files_total": self.files_total,
+            "added": self.added,
+            "removed": self.removed,
+            "tail": list(self.tail),
+            "attempt": self.attempt,
+            "t": self.t,
+        }
+
+    @classmethod
+    def from_ledger(cls, record: dict[str, Any]) -> StepRecord:
+        """Rebuild a step from its ledger line."""
+        return cls(
+            n=int(record["n"]),
+            ref=str(record["ref"]),
+            commit=str(record["commit"]),
+            tree=str(record["tree"]),
+            parent_tree=record.get("parent_tree"),
+            head=record.get("head"),
+            branch=record.get("branch"),
+            t=str(record.get("t", "")),
+            files=tuple(
+                (str(f.get("path", "")), f.get("added"), f.get("removed"))
+                for f in record.get("files") or ()
+                if isinstance(f, dict)
+            ),
+            files_total=int(record.get("files_total") or 0),
+            added=int(record.get("added") or 0),
+            removed=int(record.get("removed") or 0),
+            tail=tuple(str(x) for x in record.get("tail") or ()),
+            attempt=int(record.get("attempt") or 0),
+        )
+
+    def summary(self) -> str:
+        """``src/core.py, tests/x.py, +12 −3`` (the first files and the line counts)."""
+        names = ", ".join(p for p, _a, _r in self.files[:3])
+        more = self.files_total - min(3, len(self.files))
+        if more > 0:
+            names += f" and {more} more"
+        return f"{names or 'no files'}, +{self.added} −{self.removed}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepTaken(Event):
+    """A settled change was kept as a step (already in the ledger)."""
+
+    kind: ClassVar[str | None] = None
+    record_: StepRecord
+
+
+def steps_of(records: Iterable[dict[str, Any]]) -> list[StepRecord]:
+    """The steps among ledger records, in order (malformed ones skipped)."""
+    steps = []
+    for record in records:
+        if record.get("kind") != "step":
+            continue
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            steps.append(StepRecord.from_ledger(record))
+    return steps
+
+
+def last_step(records_: Sequence[dict[str, Any]]) -> StepRecord | None:
+    """The newest step among ledger records (only it is parsed: a run may hold thousands)."""
+    for record in reversed(records_):
+        if record.get("kind") == "step":
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                return StepRecord.from_ledger(record)
+    return None
+
+
+def records(run: Run) -> list[StepRecord]:
+    """The run's steps, in order."""
+    return steps_of(run.ledger.read().records)
+
+
+def find(run: Run, name: str, steps: Sequence[StepRecord] | None = None) -> StepRecord:
+    """The step a person names: ``step:N``; a UsageError naming the steps there are otherwise."""
+    text = name.strip().removeprefix("step:")
+    if not text.isdigit():
+        raise UsageError(f"{name!r} names no step", hint="use step:N, e.g. step:17")
+    steps = records(run) if steps is None else steps
+    wanted = int(text)
+    for step in steps:
+        if step.n == wanted:
+            return step
+    have = f"step:0 to step:{steps[-1].n}" if steps else "none"
+    raise UsageError(
+        f"run {run.run_id} has no step {wanted}", hint=f"it has {have} (see `paella steps`)"
+    )
+
+
+def take_step(
+    run: Run,
+    tree: str,
+    *,
+    previous: StepRecord | None,
+    tail: Sequence[str] = (),
+    attempt: int = 0,
+) -> StepRecord | None:
+    """Keep ``tree`` as the run's next step (None when it equals the step before: no change).
+
+    The ref is written before the ledger record, as for a checkpoint: a crash in between leaves
+    a harmless extra ref, never a record pointing at nothing.
+    """
+    if previous is not None and previous.tree == tree:
+        return None
+    git = run.workspace.git
+    head_commit, branch = _head(run)
+    n = previous.n + 1 if previous is not None else 0
+    parents = ["-p", head_commit] if head_commit else []
+    body = f"step {n} of run {run.run_id}\n".encode()
+    commit = git.out(["commit-tree", tree, *parents], input=body)
+    while True:
+        ref = f"{run.ref_prefix}/steps/{n}"
+        try:
+            # Create-only: a ref a crashed paella left under this number is never overwritten.
+            git.run(["update-ref", ref, commit, ""])
+            break
+        except GitError:
+            if git.rev_parse(ref) is None:
+                raise
+            n += 1
+    parent_tree = previous.tree if previous is not None else None
+    changes = changes_between(run.workspace, parent_tree, tree) if parent_tree else []
+    added, removed = totals(changes)
+    step = StepRecord(
+        n=n,
+        ref=ref,
+        commit=commit,
+        tree=tree,
+        parent_tree=parent_tree,
+        head=head_commit,
+        branch=branch,
+        t="",
+        files=tuple((c.path, c.added, c.removed) for c in changes[:MAX_FILES]),
+        files_total=len(changes),
+        added=added,
+        removed=removed,
+        tail=tuple(line[:300] for line in tail[-TAIL_LINES:]),
+        attempt=attempt,
+    )
+    data = step.to_json()
+    data.pop("t")
+    written = run.ledger.append("step", **data)
+    return StepRecord.from_ledger(written)
+
+
+def _head(run: Run) -> tuple[str | None, str | None]:
+    """HEAD's commit and branch in one git call (a step is taken at every settle)."""
+    proc = run.workspace.git.run(["rev-parse", "HEAD", "--symbolic-full-name", "HEAD"], check=False)
+    lines = proc.stdout.decode(errors="surrogateescape").split()
+    if proc.returncode != 0 or len(lines) != 2:
+        head = run.workspace.head()  # an unborn branch: ask the long way
+        return head.commit, head.branch
+    branch = lines[1].removeprefix("refs/heads/") if lines[1].startswith("refs/heads/") else None
+    return lines[0], branch
+
+
+class SequencedSnapshotter(Snapshotter):
+    """A snapshotter that numbers its snapshots in the order they were taken (under the lock).
+
+    The gates' evaluation and the step keeper both snapshot the workspace, in threads, and hear
+    of the result in whatever order the event loop delivers it; the numbers let the keeper put
+    an older tree, delivered late, after a newer one it already kept (no step goes backwards).
+    """
+
+    KEEP = 256
+    """How many recent trees keep their number."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        exclude: Sequence[str] = (),
+    ) -> None:
+        super().__init__(workspace, max_file_size=max_file_size, exclude=exclude)
+        self.sequence = 0
+        """The number of the newest snapshot."""
+        self._numbers: OrderedDict[str, int] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def take(self) -> Snapshot:
+        """Snapshot (the caller holds the lock), and number the tree."""
+        snap = super().take()
+        with self._guard:
+            self.sequence += 1
+            self._numbers[snap.tree] = self.sequence
+            self._numbers.move_to_end(snap.tree)
+            while len(self._numbers) > self.KEEP:
+                self._numbers.popitem(last=False)
+        return snap
+
+    def number(self, tree: str) -> int | None:
+        """The number of the newest snapshot that found ``tree`` (None: not among the recent)."""
+        with self._guard:
+            return self._numbers.get(tree)
+
+
+class StepKeeper:
+    """Takes the run's steps as the workspace settles, one at a time, off the event loop.
+
+    ``request()`` (a settle) snapshots the workspace and keeps the tree if it changed;
+    ``note(tree)`` keeps a tree already snapshotted (an evaluation's). Requests that arrive while
+    a step is being taken are folded into one more, so a burst never queues a backlog.
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        snapshotter: Snapshotter,
+        *,
+        emit: Callable[[Event], None],
+        tail: Callable[[], Sequence[str]],
+        attempt: Callable[[], int],
+        ledger: Sequence[dict[str, Any]] | None = None,
+    ) -> None:
+        """``ledger`` is the run's ledger as the caller read it (read here when None)."""
+        self._run = run
+        self._snapshotter = snapshotter
+        self._emit = emit
+        self._tail = tail
+        self._attempt = attempt
+        self.last: StepRecord | None = last_step(
+            run.ledger.read().records if ledger is None else ledger
+        )
+        """The newest step (None before step 0)."""
+        self._trees: list[str | None] = []
+        """Pending work: a tree to keep, or None for "snapshot first"."""
+        self._worker: asyncio.Task[None] | None = None
+        self._closed = False
+        self._kept_number = 0
+        """The snapshot number of the newest step kept (0: unknown)."""
+
+    def request(self) -> None:
+        """The workspace settled: snapshot it and keep the tree as a step if it changed."""
+        self._enqueue(None)
+
+    def note(self, tree: str) -> None:
+        """Keep ``tree`` (snapshotted by someone else) as a step if it is not the newest one."""
+        self._enqueue(tree)
+
+    def _enqueue(self, tree: str | None) -> None:
+        if self._closed:
+            return
+        # One pending snapshot covers any number of settles; a known tree keeps its place.
+        if tree is not None or None not in self._trees:
+            self._trees.append(tree)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._work(), name="paella-steps")
+
+    async def idle(self) -> None:
+        """Return once every requested step is kept."""
+        while self._worker is not None and not self._worker.done():
+            await asyncio.wait([self._worker])
+
+    async def close(self) -> None:
+        """Keep what was requested, then stop taking steps."""
+        await self.idle()
+        self._closed = True
+
+    async def _work(self) -> None:
+        while self._trees:
+            tree = self._trees.pop(0)
+            try:
+                step = await asyncio.to_thread(self._keep, tree)
+            except PaellaError as exc:
+                # A step is a convenience: a failure is said once and the run goes on.
+                log.warning("could not keep a step: %s", exc)
+                continue
+            if step is not None:
+                self.last = step
+                self._emit(StepTaken(record_=step))
+
+    def _keep(self, tree: str | None) -> StepRecord | None:
+        if tree is None:
+            tree = self._snapshotter.take_locked("a step").tree
+        number = (
+            self._snapshotter.number(tree)
+            if isinstance(self._snapshotter, SequencedSnapshotter)
+            else None
+        )
+        if number is not None:
+            if number <= self._kept_number and tree != (self.last.tree if self.last else None):
+                return None  # an older state, heard of after a newer one was kept
+            self._kept_number = max(self._kept_number, number)
+        return take_step(
+            self._run,
+            tree,
+            previous=self.last,
+            tail=list(self._tail()),
+            attempt=self._attempt(),
+        )
+
+
+# --- retention ------------------------------------------------------------------------------
+
+
+def _parse_t(t: object) -> datetime | None:
+    if not isinstance(t, str):
+        return None
+    try:
+        return datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def prune_expired(
+    store: RunStore, *, now: datetime | None = None, skip: str | None = None
+) -> list[tuple[str, int]]:
+    """Delete the step refs of runs that ended more than their ``[steps] keep`` ago.
+
+    A run counts as ended when its ledger says so (``run-done``, ``run-stopped``); its own frozen
+    contract says how long its steps are kept. Checkpoint and salvage refs are never touched.
+    Returns ``(run id, refs deleted)`` for each run pruned.
+    """
+    from paella_tui.supervisor.contract.model import DEFAULT_STEPS_KEEP, ContractError
+
+    now = now or datetime.now(UTC)
+    git = store.workspace.git
+    pruned: list[tuple[str, int]] = []
+    for run_id in store.run_ids():
+        if run_id == skip:
+            continue
+        run = store.get(run_id)
+        refs = git.out(
+            ["for-each-ref", "--format=%(refname)", f"{run.ref_prefix}/steps/"]
+        ).splitlines()
+        if not refs:
+            continue
+        ended = _ended_at(run.ledger.read().records)
+        if ended is None:
+            continue
+        try:
+            contract = run.load_contract()
+        except ContractError:
+            contract = None
+        keep = contract.steps.keep if contract is not None else DEFAULT_STEPS_KEEP
+        if (now - ended).total_seconds() < keep:
+            continue
+        git.run(["update-ref", "--stdin"], input="".join(f"delete {r}\n" for r in refs).encode())
+        run.ledger.append("steps-pruned", refs=len(refs), kept_s=keep)
+        pruned.append((run_id, len(refs)))
+    return pruned
+
+
+def _ended_at(ledger: Sequence[dict[str, Any]]) -> datetime | None:
+    """When the run ended, or None while it may go on (running, or resumable after a crash)."""
+    for record in reversed(ledger):
+        kind = record.get("kind")
+        if kind in ENDED:
+            return _parse_t(record.get("t"))
+        if kind in ("agent-started", "resumed", "run-started"):
+            return None
+    return None
+
+
+def pruned(records_: Iterable[dict[str, Any]]) -> bool:
+    """Whether the run's step refs were pruned (its steps are listed but no longer restorable)."""
+    return any(r.get("kind") == "steps-pruned" for r in records_)

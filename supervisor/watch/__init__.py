@@ -1,0 +1,1 @@
+"""Watching the work tree: which changes matter and when the tree has settled."""
