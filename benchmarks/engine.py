@@ -82,7 +82,7 @@ from benchmarks.probes import (
 )
 from benchmarks.stats import median, ms, p95
 from paella_tui.supervisor.agent.agent_process import AgentProcess
-from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentStarted,

@@ -31,7 +31,7 @@ from pathlib import Path
 from benchmarks.harness import clean_env, commit_workspace, log, new_repo, work_folder
 from benchmarks.machine import cores_line, git_version, python_line
 from benchmarks.stats import median, ms
-from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.judge.evaluation import Evaluator
 from paella_tui.supervisor.run.events import (
     AgentStarted,

@@ -54,7 +54,8 @@ from benchmarks.checkpoint import (
 from benchmarks.harness import log
 from benchmarks.stats import median, ms, p90
 from paella_tui.run_board import RunBoard
-from paella_tui.supervisor.contract.model import Gate, load_contract
+from paella_tui.supervisor.contract.loader import load_contract
+from paella_tui.supervisor.contract.model import Gate
 from paella_tui.supervisor.judge.bisect import Bisection, max_runs
 from paella_tui.supervisor.run.events import GateFinished, GateResult
 from paella_tui.supervisor.run.run_loop import RunLoop, policy

@@ -355,7 +355,7 @@ async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 
 def new_app(workspace: Path) -> tuple[Any, Any]:
     """A fresh run of the workspace's contract and the App over it: (app, run)."""
     from paella_tui.app import PaellaApp
-    from paella_tui.supervisor.contract.model import load_contract
+    from paella_tui.supervisor.contract.loader import load_contract
     from paella_tui.supervisor.run.runs import RunStore
     from paella_tui.supervisor.store.workspace import Workspace
 

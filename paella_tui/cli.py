@@ -487,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as err:  # one place turns every known error into a message and a status
         from paella_tui.supervisor.base.errors import PaellaError
-        from paella_tui.supervisor.contract.model import ContractError
+        from paella_tui.supervisor.contract.problems import ContractError
 
         if isinstance(err, ContractError):
             print(

@@ -189,7 +189,7 @@ def stream_bytes(records: list[dict[str, Any]]) -> bytes:
 
 def agent_output() -> list[str]:
     """The stream as the log view shows it (through the claude profile's decoder)."""
-    from paella_tui.supervisor.agent.profiles import PROFILES
+    from paella_tui.supervisor.agent.profiles.registry import PROFILES
 
     decoder = PROFILES["claude"].new_decoder()
     lines = decoder.feed(stream_bytes(STREAM)) + decoder.finish()
@@ -240,7 +240,7 @@ def scripted_run() -> tuple[Any, Any]:
 
     Returns the run and its recovery facts, built as the engine builds them.
     """
-    from paella_tui.supervisor.contract.model import load_contract
+    from paella_tui.supervisor.contract.loader import load_contract
     from paella_tui.supervisor.run.events import GateResult, RecoveryFacts
     from paella_tui.supervisor.run.run_view import RunView
     from paella_tui.supervisor.run.runs import RunStore
@@ -395,7 +395,7 @@ async def main_screen(run: Any) -> Path | None:
         return None
     from paella_tui.supervisor.agent.decoded_tail import DecodedTail
     from paella_tui.supervisor.agent.output_tail import OutputTail
-    from paella_tui.supervisor.agent.profiles import PROFILES
+    from paella_tui.supervisor.agent.profiles.registry import PROFILES
     from paella_tui.supervisor.run.events import (
         AgentStarted,
         AgentStats,

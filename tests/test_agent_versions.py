@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.agent.profiles import PROFILES
+from paella_tui.supervisor.agent.profiles.registry import PROFILES
 from paella_tui.supervisor.agent.profiles.versions import parse_version, probe_version, version_note
 
 

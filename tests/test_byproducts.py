@@ -16,7 +16,7 @@ import pytest
 import tomli_w
 
 from paella_tui.supervisor.base.globs import folder_match, match_any
-from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.judge.byproducts import (
     BYPRODUCTS,
     byproduct_globs,

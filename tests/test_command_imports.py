@@ -20,7 +20,11 @@ import pytest
 # ``byproducts`` (with ``globs``) with the files a snapshot leaves out; the snapshot's raw-bytes
 # hashing (``raw_blobs``), churn rule and owned lock, and the rollback's raw restore; the
 # integrity checks every command makes on the state it opens (``integrity`` with ``mirror``,
-# ``ledger_schema`` for each record, ``run_lock`` to name the supervisor).
+# ``ledger_schema`` for each record, ``run_lock`` to name the supervisor). Loading the contract
+# takes its reader in parts (``loader``, ``validation``, ``sections``, ``toml_lines``, ``problems``,
+# ``command_line``) and the profiles' command table (``agent.profiles.commands``, plain strings, in
+# a package that holds only a docstring): a contract naming a ``profile`` is read with it, but the
+# profiles' stream decoders (``agent.profiles.registry``) stay unloaded.
 CORE = {
     "paella_tui",
     "paella_tui.cli",
@@ -30,7 +34,15 @@ CORE = {
     "paella_tui.supervisor.judge.byproducts",
     "paella_tui.supervisor.store.checkpoints",
     "paella_tui.supervisor.store.churn",
+    "paella_tui.supervisor.contract.command_line",
+    "paella_tui.supervisor.contract.loader",
     "paella_tui.supervisor.contract.model",
+    "paella_tui.supervisor.contract.problems",
+    "paella_tui.supervisor.contract.sections",
+    "paella_tui.supervisor.contract.toml_lines",
+    "paella_tui.supervisor.contract.validation",
+    "paella_tui.supervisor.agent.profiles",
+    "paella_tui.supervisor.agent.profiles.commands",
     "paella_tui.supervisor.base.durations",
     "paella_tui.supervisor.base.errors",
     "paella_tui.supervisor.base.files",

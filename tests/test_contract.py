@@ -8,27 +8,28 @@ from pathlib import Path
 
 import pytest
 
+from paella_tui.supervisor.agent.profiles.commands import (
+    DEFAULT_AGENT_COMMANDS,
+    DEFAULT_RESUME_COMMANDS,
+    PROFILE_NAMES,
+)
 from paella_tui.supervisor.base.durations import (
     format_duration,
     format_size,
     parse_duration,
     parse_size,
 )
+from paella_tui.supervisor.contract.command_line import expand_placeholders
+from paella_tui.supervisor.contract.loader import load_contract, parse_contract
 from paella_tui.supervisor.contract.model import (
     CONTRACT_FILE,
-    DEFAULT_AGENT_COMMANDS,
-    DEFAULT_RESUME_COMMANDS,
-    PROFILES,
     Contract,
-    ContractError,
     Gate,
     GatesConfig,
     RetryConfig,
     WatchConfig,
-    expand_placeholders,
-    load_contract,
-    parse_contract,
 )
+from paella_tui.supervisor.contract.problems import ContractError
 
 # The SPEC 3 example, with the "privacy" gate its second episode names.
 SPEC_EXAMPLE = """\
@@ -192,7 +193,7 @@ def test_default_name_can_be_given(tmp_path: Path) -> None:
     assert load_contract(write(tmp_path, MINIMAL), default_name="other").run.name == "other"
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
 def test_each_profile_gives_its_start_and_resume_commands(profile: str) -> None:
     contract = parse(MINIMAL.replace('"claude"', f'"{profile}"'))
     assert contract.run.agent == DEFAULT_AGENT_COMMANDS[profile]

@@ -10,16 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.agent.profiles import PROFILES as AGENT_PROFILES
-from paella_tui.supervisor.contract.model import (
-    CONTRACT_FILE,
+from paella_tui.supervisor.agent.profiles.commands import (
     DEFAULT_AGENT_COMMANDS,
     DEFAULT_RESUME_COMMANDS,
-    PROFILES,
-    Contract,
-    load_contract,
-    parse_contract,
+    PROFILE_NAMES,
 )
+from paella_tui.supervisor.agent.profiles.registry import PROFILES as AGENT_PROFILES
+from paella_tui.supervisor.contract.loader import load_contract, parse_contract
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract
 from paella_tui.supervisor.contract.template import (
     NPM_PLACEHOLDER_TEST,
     UNDETECTED_GATE,
@@ -173,7 +171,7 @@ def test_detects_several_in_a_fixed_order(tmp_path: Path) -> None:
 # --- rendering ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
 def test_each_profile_renders_a_contract_that_loads(tmp_path: Path, profile: str) -> None:
     root = repo(tmp_path, {"conftest.py": ""})
     text = render_contract(root, agent=profile)
@@ -212,7 +210,7 @@ def is_run_of(needle: tuple[str, ...], words: tuple[str, ...]) -> bool:
     return any(words[i : i + n] == needle for i in range(len(words) - n + 1))
 
 
-@pytest.mark.parametrize("name", PROFILES)
+@pytest.mark.parametrize("name", PROFILE_NAMES)
 def test_init_agent_writes_the_profile_commands_within_the_line_limit(
     tmp_path: Path, name: str
 ) -> None:
@@ -229,7 +227,7 @@ def test_init_agent_writes_the_profile_commands_within_the_line_limit(
     assert long_lines(text) == []
 
 
-@pytest.mark.parametrize("name", PROFILES)
+@pytest.mark.parametrize("name", PROFILE_NAMES)
 def test_init_agent_says_what_the_permission_flag_allows(tmp_path: Path, name: str) -> None:
     text = render_contract(tmp_path, agent=name)
     flag, allows = PERMISSIONS[name]

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from paella_tui.supervisor.agent.profiles import PROFILES, DecodedStats
+from paella_tui.supervisor.agent.profiles.registry import PROFILES
+from paella_tui.supervisor.agent.profiles.stream import DecodedStats
 from paella_tui.supervisor.agent.retry import classify, read_failure, retry_wait
 from paella_tui.supervisor.contract.model import RetryConfig
 from paella_tui.supervisor.run.events import AgentExited
@@ -169,7 +170,7 @@ def _replay_run(
 
     import tomli_w
 
-    from paella_tui.supervisor.contract.model import load_contract
+    from paella_tui.supervisor.contract.loader import load_contract
     from paella_tui.supervisor.run.run_loop import RunLoop, policy
     from paella_tui.supervisor.run.runs import RunStore
     from paella_tui.supervisor.store.workspace import Workspace

@@ -30,7 +30,8 @@ from paella_tui.commands.demo_command import _demo_dir
 from paella_tui.demo import scenario
 from paella_tui.demo.agent import FINAL
 from paella_tui.supervisor.base.errors import UsageError
-from paella_tui.supervisor.contract.model import CONTRACT_FILE, load_contract
+from paella_tui.supervisor.contract.loader import load_contract
+from paella_tui.supervisor.contract.model import CONTRACT_FILE
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.workspace import Workspace
 

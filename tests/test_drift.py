@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import GitRunner
 
-from paella_tui.supervisor.contract.model import parse_contract
+from paella_tui.supervisor.contract.loader import parse_contract
 from paella_tui.supervisor.judge.drift import DriftTracker
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace

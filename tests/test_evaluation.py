@@ -20,7 +20,8 @@ from conftest import make_repo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paella_tui.supervisor.contract.model import Contract, parse_contract
+from paella_tui.supervisor.contract.loader import parse_contract
+from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.judge.evaluation import (
     CHANGED_DURING_GATES,
     MAX_STALE_STREAK,

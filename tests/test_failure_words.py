@@ -15,7 +15,7 @@ from paella_tui.supervisor.agent.failure_words import (
     find_transient,
     word_regex,
 )
-from paella_tui.supervisor.agent.profiles import PROFILES
+from paella_tui.supervisor.agent.profiles.registry import PROFILES
 from paella_tui.supervisor.agent.reset_times import parse_reset_time
 from paella_tui.supervisor.agent.retry import classify, read_failure, retry_wait
 from paella_tui.supervisor.contract.model import RetryConfig

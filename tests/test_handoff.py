@@ -11,12 +11,8 @@ from pathlib import Path
 import pytest
 
 from paella_tui.supervisor.base.errors import UsageError
-from paella_tui.supervisor.contract.model import (
-    CONTRACT_FILE,
-    Contract,
-    load_contract,
-    parse_contract,
-)
+from paella_tui.supervisor.contract.loader import load_contract, parse_contract
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract
 from paella_tui.supervisor.run.events import GateResult
 from paella_tui.supervisor.run.handoff import (
     EpisodeState,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from paella_tui.cli import main as paella_main
 from paella_tui.supervisor.base.errors import PaellaError
-from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.run.handoff import handoff_inputs_from_view, render_handoff
 from paella_tui.supervisor.run.ledger import GENESIS, Ledger, line_hash
 from paella_tui.supervisor.run.ledger_schema import SCHEMAS, problem

@@ -27,7 +27,7 @@ from paella_tui.app import PaellaApp
 from paella_tui.run_board import RunBoard
 from paella_tui.supervisor.agent.decoded_tail import DecodedTail
 from paella_tui.supervisor.agent.output_tail import OutputSink, OutputTail, strip_sgr
-from paella_tui.supervisor.agent.profiles import PROFILES
+from paella_tui.supervisor.agent.profiles.registry import PROFILES
 from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentSession,

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pytest
 import tomli_w
 
-from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentSession,

@@ -15,24 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.agent.profiles import (
-    PROFILES,
-    DecodedStats,
-    Profile,
-    StreamDecoder,
-    get_profile,
-)
-from paella_tui.supervisor.agent.profiles.stream import DisplayLine, describe_tool
-from paella_tui.supervisor.agent.retry import classify, parse_reset_time
-from paella_tui.supervisor.contract.model import (
+from paella_tui.supervisor.agent.profiles.commands import (
     DEFAULT_AGENT_COMMANDS,
     DEFAULT_RESUME_COMMANDS,
-    RetryConfig,
-    expand_placeholders,
+    PROFILE_NAMES,
 )
-from paella_tui.supervisor.contract.model import (
-    PROFILES as CONTRACT_PROFILES,
+from paella_tui.supervisor.agent.profiles.registry import PROFILES, Profile, get_profile
+from paella_tui.supervisor.agent.profiles.stream import (
+    DecodedStats,
+    DisplayLine,
+    StreamDecoder,
+    describe_tool,
 )
+from paella_tui.supervisor.agent.retry import classify, parse_reset_time
+from paella_tui.supervisor.contract.command_line import expand_placeholders
+from paella_tui.supervisor.contract.model import RetryConfig
 from paella_tui.supervisor.run.events import AgentExited
 
 AGENTS = Path(__file__).parent / "profile_agents"
@@ -114,13 +111,13 @@ def ending(
 
 
 def test_every_contract_profile_has_a_profile() -> None:
-    assert set(PROFILES) == set(CONTRACT_PROFILES)
+    assert set(PROFILES) == set(PROFILE_NAMES)
     assert get_profile("claude") is PROFILES["claude"]
     assert get_profile(None) is None
     assert get_profile("nope") is None
 
 
-@pytest.mark.parametrize("name", CONTRACT_PROFILES)
+@pytest.mark.parametrize("name", PROFILE_NAMES)
 def test_commands_are_the_contracts(name: str) -> None:
     profile = PROFILES[name]
     assert profile.start == DEFAULT_AGENT_COMMANDS[name]
@@ -177,7 +174,7 @@ def test_stream_on_reads_the_command_in_use() -> None:
 def test_a_resume_without_a_session_id_takes_the_newest_session_here() -> None:
     newest = {
         name: PROFILES[name].resume_without_session(DEFAULT_RESUME_COMMANDS[name])
-        for name in CONTRACT_PROFILES
+        for name in PROFILE_NAMES
     }
     assert newest["claude"] == (
         "claude", "-c", "-p", "{handoff}", "--permission-mode", "acceptEdits",

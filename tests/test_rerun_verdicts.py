@@ -7,7 +7,7 @@ from pathlib import Path
 import tomli_w
 
 from paella_tui.run_board import RunBoard
-from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.run.events import GateFinished, GateResult, GateStarted
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import RunStore

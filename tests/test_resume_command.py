@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from paella_tui.supervisor.contract.model import parse_contract
+from paella_tui.supervisor.contract.loader import parse_contract
 from paella_tui.supervisor.run.events import Event
 from paella_tui.supervisor.run.run_loop import RunLoop, policy
 from paella_tui.supervisor.run.runs import RunStore

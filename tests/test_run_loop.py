@@ -33,7 +33,8 @@ from run_scenarios import (
     section,
 )
 
-from paella_tui.supervisor.contract.model import Contract, load_contract
+from paella_tui.supervisor.contract.loader import load_contract
+from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.judge.drift import DriftTracker
 from paella_tui.supervisor.run.events import (
     AgentExited,

@@ -11,7 +11,8 @@ import pytest
 from conftest import GitRunner
 from test_contract import MINIMAL, problems_of, write
 
-from paella_tui.supervisor.contract.model import DEFAULT_STEPS_KEEP, load_contract
+from paella_tui.supervisor.contract.loader import load_contract
+from paella_tui.supervisor.contract.model import DEFAULT_STEPS_KEEP
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.checkpoints import take_checkpoint
 from paella_tui.supervisor.store.snapshot import Snapshotter

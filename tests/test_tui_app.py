@@ -29,7 +29,7 @@ from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.main_screen import MainScreen
 from paella_tui.notify import Alarm, Alert, alert_for, desktop_sequence, detect_protocol
 from paella_tui.supervisor.agent.output_tail import OutputTail
-from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.run.events import AgentExited, DriftDetected, Notice
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.workspace import Workspace

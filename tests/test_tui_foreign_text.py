@@ -29,7 +29,7 @@ from paella_tui.help_screen import HelpScreen
 from paella_tui.main_screen import MainScreen
 from paella_tui.picker_screen import PickerScreen
 from paella_tui.recovery_screen import RecoveryScreen
-from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store.workspace import Workspace
 

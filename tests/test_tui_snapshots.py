@@ -16,7 +16,8 @@ from textual.pilot import Pilot
 
 from paella_tui.app import PaellaApp
 from paella_tui.supervisor.agent.output_tail import OutputTail
-from paella_tui.supervisor.contract.model import Contract, parse_contract
+from paella_tui.supervisor.contract.loader import parse_contract
+from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentStarted,

@@ -31,7 +31,7 @@ from paella_tui.diff_screen import DiffScreen
 from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.run_board import RunBoard
 from paella_tui.schemas import load_schema
-from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.judge.bisect import max_runs
 from paella_tui.supervisor.run.events import BisectFinished, Event, RecoveryFacts
 from paella_tui.supervisor.run.run_loop import Decision, RunLoop

@@ -8,7 +8,8 @@ import sys
 from dataclasses import dataclass
 
 from paella_tui.supervisor.base.errors import UsageError
-from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract, load_contract
+from paella_tui.supervisor.contract.loader import load_contract
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract
 from paella_tui.supervisor.judge.byproducts import snapshotter_for
 from paella_tui.supervisor.run.integrity import check_run
 from paella_tui.supervisor.run.run_lock import holder

@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 from paella_tui.commands.context import Context, command_found
-from paella_tui.supervisor.agent.profiles import get_profile
+from paella_tui.supervisor.agent.profiles.registry import get_profile
 from paella_tui.supervisor.base.durations import format_duration, format_size
 from paella_tui.supervisor.base.errors import EXIT_USAGE, EXIT_WORKSPACE, UsageError
 from paella_tui.supervisor.base.files import write_atomic
 from paella_tui.supervisor.base.globs import unmatched
-from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract, prompt_file_problem
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract
 from paella_tui.supervisor.contract.template import (
     PLACEHOLDER_PROMPT,
     detect_gates,
@@ -20,6 +20,7 @@ from paella_tui.supervisor.contract.template import (
     render_contract,
     shell_join,
 )
+from paella_tui.supervisor.contract.validation import prompt_file_problem
 from paella_tui.supervisor.judge.byproducts import (
     byproduct_globs,
     ecosystem_globs,

@@ -197,7 +197,8 @@ def _epilogue(run: Run, code: int) -> str:
 def demo(args: argparse.Namespace) -> int:
     """Build the demo repository, play the supervised run in it, then say where to look."""
     from paella_tui.demo import scenario
-    from paella_tui.supervisor.contract.model import CONTRACT_FILE, load_contract
+    from paella_tui.supervisor.contract.loader import load_contract
+    from paella_tui.supervisor.contract.model import CONTRACT_FILE
     from paella_tui.supervisor.run.runs import RunStore
     from paella_tui.supervisor.store.workspace import Workspace
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from paella_tui.commands.context import Context, command_found, warn
 from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor.base.errors import UsageError, WorkspaceError
-from paella_tui.supervisor.contract.model import prompt_file_problem
+from paella_tui.supervisor.contract.validation import prompt_file_problem
 from paella_tui.supervisor.run.integrity import frozen_contract
 from paella_tui.supervisor.run.run_lock import run_lock
 from paella_tui.supervisor.run.run_view import RunView, process_alive

@@ -13,7 +13,9 @@ from typing import Any
 from paella_tui.commands.context import Context, use_color
 from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor.base.errors import UsageError
-from paella_tui.supervisor.contract.model import CONTRACT_FILE, ContractError, Gate, load_contract
+from paella_tui.supervisor.contract.loader import load_contract
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, Gate
+from paella_tui.supervisor.contract.problems import ContractError
 from paella_tui.supervisor.judge.breaks import breaks_of, since_rollback
 from paella_tui.supervisor.run.events import GREEN, RED, BreakPoint
 from paella_tui.supervisor.run.runs import Run

@@ -17,14 +17,10 @@ from pathlib import Path
 
 import tomli_w
 
-from paella_tui.supervisor.agent.profiles import PROFILES as AGENT_PROFILES
-from paella_tui.supervisor.contract.model import (
-    PLACEHOLDERS,
-    PROFILE_COMMANDS,
-    PROFILES,
-    check_gate_name,
-    split_command,
-)
+from paella_tui.supervisor.agent.profiles.commands import PROFILE_COMMANDS, PROFILE_NAMES
+from paella_tui.supervisor.agent.profiles.registry import PROFILES as AGENT_PROFILES
+from paella_tui.supervisor.contract.command_line import PLACEHOLDERS, split_command
+from paella_tui.supervisor.contract.validation import check_gate_name
 
 NPM_PLACEHOLDER_TEST = 'echo "Error: no test specified" && exit 1'
 """The `scripts.test` that `npm init` writes: not a test command."""
@@ -247,11 +243,11 @@ def _run_table(root: Path, agent: str | None) -> str:
         _comment("The run's name; default: the workspace folder name."),
         _key("name", root.resolve().name, commented=True),
     ]
-    profile = agent if agent in PROFILES else None
+    profile = agent if agent in PROFILE_NAMES else None
     if profile is not None:
         start, resume = PROFILE_COMMANDS[profile]
         parts += [
-            _comment(f"The agent: one of {', '.join(PROFILES)}."),
+            _comment(f"The agent: one of {', '.join(PROFILE_NAMES)}."),
             _key("profile", profile),
             _comment(
                 "The command that starts the agent headless. Placeholders, each replacing a",
@@ -272,7 +268,7 @@ def _run_table(root: Path, agent: str | None) -> str:
         parts += [
             _comment(
                 "The command that starts the agent headless; or instead set profile, one of",
-                f"{', '.join(PROFILES)}. Placeholders, each replacing a whole",
+                f"{', '.join(PROFILE_NAMES)}. Placeholders, each replacing a whole",
                 "argument: {prompt} {prompt_file} {handoff} {handoff_file} {attempt} {run_id}",
                 "{session_id}. Write {{ and }} for literal braces.",
             ),

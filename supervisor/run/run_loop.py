@@ -28,12 +28,14 @@ from paella_tui.supervisor.agent.agent_process import AgentProcess, AgentStartEr
 from paella_tui.supervisor.agent.decoded_tail import DecodedTail
 from paella_tui.supervisor.agent.output_tail import OutputSink, OutputTail
 from paella_tui.supervisor.agent.process_tree import stop_tree
-from paella_tui.supervisor.agent.profiles import DecodedStats, get_profile
+from paella_tui.supervisor.agent.profiles.registry import get_profile
+from paella_tui.supervisor.agent.profiles.stream import DecodedStats
 from paella_tui.supervisor.agent.retry import RESET_MARGIN_S, classify, read_failure, retry_wait
 from paella_tui.supervisor.base.durations import format_duration
 from paella_tui.supervisor.base.errors import PaellaError
 from paella_tui.supervisor.base.files import read_regular_file, write_atomic
-from paella_tui.supervisor.contract.model import MAX_PROMPT_BYTES, Contract, expand_placeholders
+from paella_tui.supervisor.contract.command_line import expand_placeholders
+from paella_tui.supervisor.contract.model import MAX_PROMPT_BYTES, Contract
 from paella_tui.supervisor.judge.breaks import BreakTracker
 from paella_tui.supervisor.judge.byproducts import byproduct_globs
 from paella_tui.supervisor.judge.drift import DriftTracker

@@ -68,7 +68,7 @@ class Run:
     def load_contract(self, read: LedgerRead | None = None) -> Contract | None:
         """The frozen contract, verified against its recorded sha256 (a changed copy gives way to
         the mirror's); None for a manual run, or when no trusted copy is left (see integrity)."""
-        from paella_tui.supervisor.contract.model import parse_contract
+        from paella_tui.supervisor.contract.loader import parse_contract
         from paella_tui.supervisor.run.integrity import frozen_contract
 
         text = frozen_contract(self, read).text
@@ -181,7 +181,9 @@ class RunStore:
         run = self.current()
         if run is not None:
             return run
-        from paella_tui.supervisor.contract.model import CONTRACT_FILE, ContractError, load_contract
+        from paella_tui.supervisor.contract.loader import load_contract
+        from paella_tui.supervisor.contract.model import CONTRACT_FILE
+        from paella_tui.supervisor.contract.problems import ContractError
 
         contract_path = self.workspace.root / CONTRACT_FILE
         contract = None

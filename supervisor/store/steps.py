@@ -409,7 +409,8 @@ def prune_expired(
     contract says how long its steps are kept. Checkpoint and salvage refs are never touched.
     Returns ``(run id, refs deleted)`` for each run pruned.
     """
-    from paella_tui.supervisor.contract.model import DEFAULT_STEPS_KEEP, ContractError
+    from paella_tui.supervisor.contract.model import DEFAULT_STEPS_KEEP
+    from paella_tui.supervisor.contract.problems import ContractError
 
     now = now or datetime.now(UTC)
     git = store.workspace.git
