@@ -23,7 +23,8 @@ from types import ModuleType
 import psutil
 import pytest
 
-from paella_tui.supervisor.agent.agent_process import AgentProcess, AgentStartError, ExitInfo
+from paella_tui.supervisor.agent.agent_launch import AgentStartError
+from paella_tui.supervisor.agent.agent_process import AgentProcess, ExitInfo
 from paella_tui.supervisor.agent.output_tail import OutputTail
 from paella_tui.supervisor.agent.process_tree import (
     ProcessTree,

@@ -2,7 +2,7 @@
 
 `AgentProcess` runs the agent in its own session and process group, under a
 pseudo-terminal (the default: many CLIs buffer or change behaviour without one) or with
-pipes. Everything runs on the asyncio loop it was started from (Textual's, or
+pipes (`agent_launch` starts it). Everything runs on the asyncio loop it was started from (Textual's, or
 `asyncio.run` headless):
 
 - output is read by a loop reader as soon as it is there, appended byte-exact to
@@ -19,14 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import fcntl
 import logging
 import os
-import pty
 import signal
-import struct
 import subprocess
-import termios
 import threading
 import time
 import uuid
@@ -34,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from paella_tui.supervisor.agent.agent_launch import AgentStartError, spawn_agent
 from paella_tui.supervisor.agent.output_tail import OutputSink, OutputTail
 from paella_tui.supervisor.agent.process_cage import Cage
 from paella_tui.supervisor.agent.process_tree import (
@@ -41,15 +38,12 @@ from paella_tui.supervisor.agent.process_tree import (
     ProcessStats,
     ProcessTree,
     become_subreaper,
-    spawning_root,
     stop_tree,
 )
 
 log = logging.getLogger(__name__)
 
 READ_SIZE = 64 * 1024
-WINDOW_COLUMNS = 120
-WINDOW_ROWS = 36
 DEFAULT_STOP_GRACE_S = 10.0
 LEFTOVER_GRACE_S = 2.0
 EXIT_TAIL_LINES = 100
@@ -66,12 +60,6 @@ _MAX_DRAIN_CALLBACKS = 64
 # Once the tree is gone the pty or pipe reports end-of-file at once; waiting longer only
 # helps when something outside the tree holds it open.
 _EOF_WAIT_S = 0.5
-_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-_PIPE_SIZE = 1024 * 1024
-
-
-class AgentStartError(Exception):
-    """The agent could not be started; the message says why and what to check."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +164,7 @@ class AgentProcess:
             child_env.setdefault("TERM", "xterm-256color")
         cage = Cage.create("agent")
         try:
-            popen, output_fd = _spawn(argv, cwd=cwd, env=child_env, tty=tty, cage=cage)
+            popen, output_fd = spawn_agent(argv, cwd=cwd, env=child_env, tty=tty, cage=cage)
         except BaseException:
             os.close(log_fd)
             if cage is not None:
@@ -431,80 +419,3 @@ class AgentProcess:
                 self._tree.refresh()
             except Exception:
                 log.exception("refreshing the agent's process tree failed")
-
-
-def _spawn(
-    argv: list[str],
-    *,
-    cwd: str | os.PathLike[str],
-    env: dict[str, str],
-    tty: bool,
-    cage: Cage | None = None,
-) -> tuple[subprocess.Popen[bytes], int]:
-    """Start the process (in ``cage`` from its first instruction); return it and the
-    non-blocking fd its output arrives on."""
-    steps: list[Callable[[], None]] = [cage.enter] if cage is not None else []
-    if tty:
-        read_fd, child_fd = pty.openpty()
-        _configure_pty(child_fd)
-        stdin: int = child_fd
-        steps.append(_take_controlling_terminal)
-    else:
-        read_fd, child_fd = os.pipe()
-        with contextlib.suppress(OSError):
-            # A bigger pipe means fewer wake-ups while the agent writes a lot.
-            fcntl.fcntl(read_fd, _F_SETPIPE_SZ, _PIPE_SIZE)
-        stdin = subprocess.DEVNULL
-
-    def run_steps() -> None:
-        for step in steps:
-            step()
-
-    preexec: Callable[[], None] | None = run_steps if steps else None
-    try:
-        with spawning_root() as register:
-            popen = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=stdin,
-                stdout=child_fd,
-                stderr=child_fd,
-                start_new_session=True,
-                preexec_fn=preexec,
-            )
-            register(popen.pid)
-    except BaseException as exc:
-        os.close(read_fd)
-        os.close(child_fd)
-        if isinstance(exc, Exception):
-            raise AgentStartError(_start_failure(argv[0], exc)) from None
-        raise
-    os.close(child_fd)
-    os.set_blocking(read_fd, False)
-    return popen, read_fd
-
-
-def _start_failure(command: str, exc: Exception) -> str:
-    if isinstance(exc, FileNotFoundError):
-        why = "was not found"
-    elif isinstance(exc, PermissionError):
-        why = "is not executable"
-    elif isinstance(exc, OSError):
-        why = f"could not be run ({exc.strerror or exc})"
-    else:
-        why = f"could not be run ({exc})"
-    return f"cannot start the agent: {command!r} {why}; check `agent` in paella.toml"
-
-
-def _configure_pty(fd: int) -> None:
-    attrs = termios.tcgetattr(fd)
-    # No "\n" -> "\r\n" translation: agent.log then holds exactly the bytes the agent wrote.
-    attrs[1] &= ~termios.ONLCR
-    termios.tcsetattr(fd, termios.TCSANOW, attrs)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", WINDOW_ROWS, WINDOW_COLUMNS, 0, 0))
-
-
-def _take_controlling_terminal() -> None:
-    """Run in the child after setsid(): make the pty on stdin its controlling terminal."""
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)

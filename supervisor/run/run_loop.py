@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from paella_tui.supervisor.agent.agent_process import AgentProcess, AgentStartError, ExitInfo
+from paella_tui.supervisor.agent.agent_launch import AgentStartError
+from paella_tui.supervisor.agent.agent_process import AgentProcess, ExitInfo
 from paella_tui.supervisor.agent.decoded_tail import DecodedTail
 from paella_tui.supervisor.agent.output_tail import OutputSink, OutputTail
 from paella_tui.supervisor.agent.process_tree import stop_tree
