@@ -26,11 +26,11 @@ import pytest
 from paella_tui.supervisor.agent.agent_launch import AgentStartError
 from paella_tui.supervisor.agent.agent_process import AgentProcess, ExitInfo
 from paella_tui.supervisor.agent.output_tail import OutputTail
+from paella_tui.supervisor.agent.process_stop import stop_tree
 from paella_tui.supervisor.agent.process_tree import (
     ProcessTree,
     TrackedProcess,
     become_subreaper,
-    stop_tree,
 )
 
 AGENTS = Path(__file__).parent / "agents"

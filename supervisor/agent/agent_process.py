@@ -33,12 +33,12 @@ from pathlib import Path
 from paella_tui.supervisor.agent.agent_launch import AgentStartError, spawn_agent
 from paella_tui.supervisor.agent.output_tail import OutputSink, OutputTail
 from paella_tui.supervisor.agent.process_cage import Cage
+from paella_tui.supervisor.agent.process_stop import stop_tree
 from paella_tui.supervisor.agent.process_tree import (
     LeftoverProcess,
     ProcessStats,
     ProcessTree,
     become_subreaper,
-    stop_tree,
 )
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,7 @@ to run every second), looking at our own children for an environment marker (orp
 re-parented to us once we are a child subreaper), and, when stopping, scanning the system
 for members of the root's session or carriers of the marker.
 
-`stop_tree` is plain synchronous code (SIGTERM, a grace period, SIGKILL, reaping), so
-async callers run it in a thread and gates can use it as is.
+Stopping a tree (SIGTERM, a grace period, SIGKILL, reaping) is `process_stop.stop_tree`.
 """
 
 from __future__ import annotations
@@ -35,10 +34,6 @@ from paella_tui.supervisor.agent.process_cage import Cage
 log = logging.getLogger(__name__)
 
 _PR_SET_CHILD_SUBREAPER = 36
-_POLL_S = 0.05
-# After SIGKILL a process is gone within milliseconds unless it is stuck in the kernel
-# (uninterruptible I/O); do not wait for such a one forever.
-_KILL_WAIT_S = 5.0
 _HISTORY = 10_000
 _ROOTS: set[int] = set()
 """Pids of the processes paella started as tree roots: never mistaken for an escaped orphan."""
@@ -403,59 +398,6 @@ class ProcessTree:
         self._members[proc.pid] = member
         self._history.append(member.info)
         return member
-
-
-def stop_tree(target: ProcessTree | Iterable[int], grace: float) -> list[LeftoverProcess]:
-    """Stop every process of a tree: SIGTERM, up to `grace` seconds, then SIGKILL; reap.
-
-    `target` is a tracked tree or root pids (each tracked from now on). Returns the
-    processes that were running and had to be stopped. Blocks: from asyncio, run it in a
-    thread.
-    """
-    trees = [target] if isinstance(target, ProcessTree) else _trees_of(target)
-    deadline = time.monotonic() + max(0.0, grace)
-    stopped: dict[tuple[int, float], LeftoverProcess] = {}
-
-    def sweep(sig: int) -> bool:
-        """Signal what runs (new members too) and say whether anything still runs."""
-        any_alive = False
-        for tree in trees:
-            tree.refresh()
-            for proc in tree.signal(sig):
-                any_alive = True
-                with contextlib.suppress(psutil.Error):
-                    stopped.setdefault((proc.pid, proc.create_time()), tree.describe(proc))
-        return any_alive
-
-    for tree in trees:
-        tree.scan_system()
-    alive = sweep(signal.SIGTERM)
-    while alive and time.monotonic() < deadline:
-        time.sleep(_POLL_S)
-        alive = sweep(signal.SIGTERM)
-    if alive:
-        for tree in trees:
-            if tree.cage is not None:
-                tree.cage.kill()
-        kill_deadline = time.monotonic() + _KILL_WAIT_S
-        while sweep(signal.SIGKILL) and time.monotonic() < kill_deadline:
-            time.sleep(_POLL_S / 5)
-        for tree in trees:
-            for proc in tree.alive():
-                log.warning("process %d did not die after SIGKILL", proc.pid)
-    for tree in trees:
-        tree.reap()
-        if tree.cage is not None and not tree.cage.pids():
-            tree.cage.remove()
-    return list(stopped.values())
-
-
-def _trees_of(pids: Iterable[int]) -> list[ProcessTree]:
-    trees = []
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            trees.append(ProcessTree(pid))
-    return trees
 
 
 def _strength(sig: int | None) -> int:

@@ -3,7 +3,7 @@
 A gate is a command run without a shell in the workspace. It gets its own session (so its whole
 process group can be killed), stdin from /dev/null, and its stdout and stderr appended to
 ``<run dir>/gates/<gate>/<n>.log``. Whatever it leaves running when it ends, or when its timeout
-hits, is stopped through :mod:`paella_tui.supervisor.agent.process_tree`, so a test server a gate started never
+hits, is stopped through :mod:`paella_tui.supervisor.agent.process_stop`, so a test server a gate started never
 holds a port the next gate needs. Problems starting it become an ``error`` result with words
 saying what to do, never a traceback.
 """
@@ -27,12 +27,12 @@ from pathlib import Path
 import psutil
 
 from paella_tui.supervisor.agent.process_cage import Cage
+from paella_tui.supervisor.agent.process_stop import stop_tree
 from paella_tui.supervisor.agent.process_tree import (
     LeftoverProcess,
     ProcessTree,
     become_subreaper,
     spawning_root,
-    stop_tree,
 )
 from paella_tui.supervisor.base.durations import format_duration
 from paella_tui.supervisor.base.files import FILE_MODE, ensure_dir

@@ -28,7 +28,7 @@ from paella_tui.supervisor.agent.agent_launch import AgentStartError
 from paella_tui.supervisor.agent.agent_process import AgentProcess, ExitInfo
 from paella_tui.supervisor.agent.decoded_tail import DecodedTail
 from paella_tui.supervisor.agent.output_tail import OutputSink, OutputTail
-from paella_tui.supervisor.agent.process_tree import stop_tree
+from paella_tui.supervisor.agent.process_stop import stop_tree
 from paella_tui.supervisor.agent.profiles.registry import get_profile
 from paella_tui.supervisor.agent.profiles.stream import DecodedStats
 from paella_tui.supervisor.agent.retry import RESET_MARGIN_S, classify, read_failure, retry_wait
