@@ -34,7 +34,7 @@ def test_supervisor_never_imports_textual() -> None:
 def test_help_does_not_import_textual_or_gitpython() -> None:
     code = (
         "import sys\n"
-        "from paella_tui.cli import build_parser\n"
+        "from paella_tui.cli_parser import build_parser\n"
         "build_parser().format_help()\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'git', 'psutil') or m.startswith('paella_tui.supervisor'))))\n"
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.cli import build_parser
+from paella_tui.cli_parser import build_parser
 from paella_tui.shell_completion import SHELLS, describe, script
 
 

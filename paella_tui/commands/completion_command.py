@@ -10,7 +10,7 @@ from paella_tui.shell_completion import script
 
 def completion(args: argparse.Namespace) -> int:
     """Print the completion script for ``args.shell``, derived from paella's own parser."""
-    from paella_tui.cli import build_parser
+    from paella_tui.cli_parser import build_parser
 
     sys.stdout.write(script(build_parser(), args.shell))
     return 0
