@@ -100,57 +100,62 @@ class Bisection:
 
     async def _find(self) -> BreakPoint:
         steps = list(self.steps)
-        name = self.gate.name
         if not steps:
-            return self._point("error", f'gate "{name}": the run has no steps to search')
+            return self._point("error", f'gate "{self.gate.name}": the run has no steps to search')
         for tree, statuses in self.known.items():
             if {"pass", "flaky"} & set(statuses) and RED & set(statuses):
                 return self._flaky(tree, "it passed and failed on the same tree")
-        # The bad end: the step of the tree known red now, else the newest step known red,
-        # else the newest step, judged now.
-        bad = _index_of(steps, self.bad_tree) if self.bad_tree else None
-        if bad is None:
-            reds = [i for i, s in enumerate(steps) if self._status(s.tree) in RED]
-            bad = reds[-1] if reds else len(steps) - 1
-        status = await self._judge(steps[bad])
-        if status == "flaky":
-            return self._flaky(steps[bad].tree, "it passed only on a retry")
-        if status == "error":
-            return self._error(steps[bad])
-        if status not in RED:
-            return self._point(
-                "not-reproduced",
-                f'gate "{name}" passes on step {steps[bad].n}: nothing broke it there',
-            )
-        # The good end: the newest step before it known green, else step 0 judged now.
-        greens = [i for i in range(bad) if self._status(steps[i].tree) in GREEN]
-        good = greens[-1] if greens else None
-        if good is None:
-            if bad == 0:
-                return self._point("red-from-start", f'gate "{name}" is red from step 0 on')
-            status = await self._judge(steps[0])
-            if status == "flaky":
-                return self._flaky(steps[0].tree, "it passed only on a retry")
-            if status == "error":
-                return self._error(steps[0])
-            if status not in GREEN:
-                return self._point(
-                    "red-from-start",
-                    f'gate "{name}" was already red at step 0, when the run started',
-                )
-            good = 0
+        bad, stop = await self._bad_end(steps)
+        if stop is not None:
+            return stop
+        good, stop = await self._good_end(steps, bad)
+        if stop is not None:
+            return stop
         # The oldest step known red after the good one is as bad as the newest, and closer.
         bad = next(
             i for i in range(good + 1, bad + 1) if i == bad or self._status(steps[i].tree) in RED
         )
-        lo, hi = good, bad
+        return await self._search(steps, good, bad)
+
+    async def _bad_end(self, steps: list[StepRecord]) -> tuple[int, BreakPoint | None]:
+        """The step the search ends on, red now; or the verdict when it is not red there."""
+        # The step of the tree known red now, else the newest step known red, else the newest
+        # step, judged now.
+        bad = _index_of(steps, self.bad_tree) if self.bad_tree else None
+        if bad is None:
+            reds = [i for i, s in enumerate(steps) if self._status(s.tree) in RED]
+            bad = reds[-1] if reds else len(steps) - 1
+        status, stop = await self._judge_or_stop(steps[bad])
+        if stop is None and status not in RED:
+            stop = self._point(
+                "not-reproduced",
+                f'gate "{self.gate.name}" passes on step {steps[bad].n}: nothing broke it there',
+            )
+        return bad, stop
+
+    async def _good_end(self, steps: list[StepRecord], bad: int) -> tuple[int, BreakPoint | None]:
+        """The step the search starts from, green; or the verdict when there is none."""
+        # The newest step before the bad one known green, else step 0 judged now.
+        greens = [i for i in range(bad) if self._status(steps[i].tree) in GREEN]
+        if greens:
+            return greens[-1], None
+        name = self.gate.name
+        if bad == 0:
+            return 0, self._point("red-from-start", f'gate "{name}" is red from step 0 on')
+        status, stop = await self._judge_or_stop(steps[0])
+        if stop is None and status not in GREEN:
+            stop = self._point(
+                "red-from-start", f'gate "{name}" was already red at step 0, when the run started'
+            )
+        return 0, stop
+
+    async def _search(self, steps: list[StepRecord], lo: int, hi: int) -> BreakPoint:
+        """Halve the steps between a green ``lo`` and a red ``hi`` down to the breaking step."""
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            status = await self._judge(steps[mid])
-            if status == "flaky":
-                return self._flaky(steps[mid].tree, "it passed only on a retry")
-            if status == "error":
-                return self._error(steps[mid])
+            status, stop = await self._judge_or_stop(steps[mid])
+            if stop is not None:
+                return stop
             if status in GREEN:
                 lo = mid
             else:
@@ -163,7 +168,7 @@ class Bisection:
         breaking = steps[hi]
         result = self._last.get(breaking.tree)
         return BreakPoint(
-            gate=name,
+            gate=self.gate.name,
             verdict="found",
             step=breaking.n,
             t=breaking.t,
@@ -173,8 +178,18 @@ class Bisection:
             removed=breaking.removed,
             runs=self.runs,
             tail=result.tail if result is not None else (),
-            message=f'gate "{name}" broke in step {breaking.n}',
+            message=f'gate "{self.gate.name}" broke in step {breaking.n}',
         )
+
+    async def _judge_or_stop(self, step: StepRecord) -> tuple[str, BreakPoint | None]:
+        """The gate's status on ``step``, and the verdict that ends the search when it was
+        flaky there or could not run."""
+        status = await self._judge(step)
+        if status == "flaky":
+            return status, self._flaky(step.tree, "it passed only on a retry")
+        if status == "error":
+            return status, self._error(step)
+        return status, None
 
     def _flaky(self, tree: str, why: str) -> BreakPoint:
         step = next((s.n for s in self.steps if s.tree == tree), None)
