@@ -122,6 +122,79 @@ def _flood(lines: int, until_checkpoint: bool) -> None:
     Path(os.environ["PLAN_FLOOD"]).write_text(json.dumps(report))
 
 
+def _write(path: str, text: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(text)
+
+
+def _write_atomic(path: str, text: str) -> None:
+    # The temporary file lives outside the work tree, where no snapshot looks.
+    tmp = Path(os.environ["PLAN_TRACE"]).parent / f"{Path(path).name}.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _append(path: str, text: str) -> None:
+    with open(path, "a") as handle:
+        handle.write(text)
+
+
+def _wait_ledger(kind: str, count: int, timeout: float) -> None:
+    _wait(functools.partial(_has, kind, count), timeout, f"{count} {kind} record(s)")
+
+
+def _wait_file(path: str, timeout: float) -> None:
+    _wait(functools.partial(os.path.exists, path), timeout, path)
+
+
+def _record(path: str) -> None:
+    handoff = os.environ.get("PAELLA_HANDOFF_FILE")
+    report = {
+        "attempt": os.environ.get("PAELLA_ATTEMPT", "1"),
+        "episode": os.environ.get("PAELLA_EPISODE"),
+        "run_id": os.environ.get("PAELLA_RUN_ID"),
+        "handoff_file": handoff,
+        "handoff": Path(handoff).read_text() if handoff else None,
+        "files": sorted(
+            str(p) for p in Path(".").rglob("*") if p.is_file() and ".git" not in p.parts
+        ),
+    }
+    Path(path).write_text(json.dumps(report))
+
+
+def _exit(code: int) -> None:
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+def _kill(name: str) -> None:
+    os.kill(os.getpid(), signal.Signals[name])
+    time.sleep(30)
+
+
+# step name -> what it does with the rest of the step's items (see the module docstring).
+STEPS: dict[str, Callable[..., object]] = {
+    "write": _write,
+    "write_atomic": _write_atomic,
+    "append": _append,
+    "remove": lambda path: Path(path).unlink(),
+    "print": lambda text: print(text, flush=True),
+    "sleep": time.sleep,
+    "wait_ledger": _wait_ledger,
+    "wait_file": _wait_file,
+    "git": lambda *args: subprocess.run(["git", *args], check=True, capture_output=True),
+    "ignore": lambda name: signal.signal(signal.Signals[name], signal.SIG_IGN),
+    "spawn": lambda name, *flags: _spawn(name, "--setsid" in flags),
+    "record": _record,
+    "copy_tree": lambda dest: shutil.copytree(
+        ".", dest, symlinks=True, ignore=shutil.ignore_patterns(".git")
+    ),
+    "flood": _flood,
+    "exit": _exit,
+    "kill": _kill,
+}
+
+
 def main() -> None:
     plan = json.loads(Path(sys.argv[1]).read_text())
     attempt = os.environ.get("PAELLA_ATTEMPT", "1")
@@ -129,61 +202,9 @@ def main() -> None:
     for step in steps:
         op, args = step[0], step[1:]
         _trace(json.dumps(step)[:200])
-        if op == "write":
-            path = Path(args[0])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(args[1])
-        elif op == "write_atomic":
-            path = Path(args[0])
-            # The temporary file lives outside the work tree, where no snapshot looks.
-            tmp = Path(os.environ["PLAN_TRACE"]).parent / f"{path.name}.tmp"
-            tmp.write_text(args[1])
-            os.replace(tmp, path)
-        elif op == "append":
-            with open(args[0], "a") as handle:
-                handle.write(args[1])
-        elif op == "remove":
-            Path(args[0]).unlink()
-        elif op == "print":
-            print(args[0], flush=True)
-        elif op == "sleep":
-            time.sleep(args[0])
-        elif op == "wait_ledger":
-            kind, count, timeout = args
-            _wait(functools.partial(_has, kind, count), timeout, f"{count} {kind} record(s)")
-        elif op == "wait_file":
-            _wait(functools.partial(os.path.exists, args[0]), args[1], args[0])
-        elif op == "git":
-            subprocess.run(["git", *args], check=True, capture_output=True)
-        elif op == "ignore":
-            signal.signal(signal.Signals[args[0]], signal.SIG_IGN)
-        elif op == "spawn":
-            _spawn(args[0], "--setsid" in args)
-        elif op == "record":
-            handoff = os.environ.get("PAELLA_HANDOFF_FILE")
-            report = {
-                "attempt": attempt,
-                "episode": os.environ.get("PAELLA_EPISODE"),
-                "run_id": os.environ.get("PAELLA_RUN_ID"),
-                "handoff_file": handoff,
-                "handoff": Path(handoff).read_text() if handoff else None,
-                "files": sorted(
-                    str(p) for p in Path(".").rglob("*") if p.is_file() and ".git" not in p.parts
-                ),
-            }
-            Path(args[0]).write_text(json.dumps(report))
-        elif op == "copy_tree":
-            shutil.copytree(".", args[0], symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        elif op == "flood":
-            _flood(args[0], args[1])
-        elif op == "exit":
-            sys.stdout.flush()
-            sys.exit(args[0])
-        elif op == "kill":
-            os.kill(os.getpid(), signal.Signals[args[0]])
-            time.sleep(30)
-        else:
+        if op not in STEPS:
             raise SystemExit(f"unknown step {op!r}")
+        STEPS[op](*args)
 
 
 if __name__ == "__main__":
