@@ -1,1 +1,3 @@
-"""The contract, ``paella.toml``: its model and validation, and the template ``paella init`` writes."""
+"""The contract, ``paella.toml``: its model (``model``), reading and validating it (``loader``,
+``validation``, ``sections``, ``toml_lines``, ``problems``), its command lines and placeholders
+(``command_line``), and the template ``paella init`` writes (``template``)."""
