@@ -38,6 +38,7 @@ from paella_tui.run_board import RunBoard
 from paella_tui.run_commands import RunCommands
 from paella_tui.supervisor.agent.output_tail import OutputTail
 from paella_tui.supervisor.contract.model import Contract
+from paella_tui.supervisor.run.decisions import Decision, OnDeath, policy
 from paella_tui.supervisor.run.events import (
     AgentExited,
     BisectFinished,
@@ -45,9 +46,10 @@ from paella_tui.supervisor.run.events import (
     Event,
     Notice,
     RecoveryFacts,
+    RecoveryNeeded,
     RunDone,
 )
-from paella_tui.supervisor.run.run_loop import EXIT_NOT_DONE, Decision, RunLoop, policy
+from paella_tui.supervisor.run.run_loop import EXIT_NOT_DONE, RunLoop
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
@@ -97,7 +99,7 @@ class PaellaApp(App[int]):
         run: Run | None = None,
         run_id: str | None = None,
         resume: bool = False,
-        on_death: str = "ask",
+        on_death: OnDeath = "ask",
         clock: Callable[[], float] = time.time,
         stop_grace: float = 10.0,
         engine: bool = True,
@@ -124,7 +126,6 @@ class PaellaApp(App[int]):
         self._stop_grace = stop_grace
         self._with_engine = engine and run is not None
         self._engine_task: asyncio.Task[int] | None = None
-        self._decision: asyncio.Future[Decision] | None = None
         self._recovery_screen: RecoveryScreen | None = None
         self._verdict_since_exit: EvaluationFinished | None = None
         """The newest verdict since the agent last exited: the final tree's, when the recovery
@@ -207,7 +208,7 @@ class PaellaApp(App[int]):
                 run=run,
                 contract=self.contract,
                 emit=self.feed,
-                decide=self._decide,
+                decide=None if self._on_death == "ask" else policy(self._on_death),
                 resume=resume,
                 stop_grace=self._stop_grace,
                 not_before=self._not_before if resume else None,
@@ -276,6 +277,8 @@ class PaellaApp(App[int]):
 
     def _feed(self, event: Event) -> None:
         self.board.apply(event)
+        if isinstance(event, RecoveryNeeded):
+            self._ask(event.facts)
         if isinstance(event, AgentExited):
             self._verdict_since_exit = None
         elif isinstance(event, EvaluationFinished) and not event.stale:
@@ -358,24 +361,28 @@ class PaellaApp(App[int]):
 
     # --- recovery ------------------------------------------------------------------------------
 
-    async def _decide(self, facts: RecoveryFacts) -> Decision:
-        """The run loop's ``decide``: the recovery screen, or the ``--on-death`` policy."""
-        if self._quitting:
-            return Decision("stop", by="quit")
+    def _ask(self, facts: RecoveryFacts) -> None:
+        """A recovery is asked: the recovery screen, whose choice goes back to the run loop's
+        decision channel (with ``--on-death`` the policy answers; a quit answers stop)."""
+        loop = self.run_loop
+        if loop is None:
+            return
+        if self._quitting or not self.is_running:
+            loop.decisions.send(Decision("stop", by="quit"))
+            return
         if self._on_death != "ask":
-            decision = await policy(self._on_death)(facts)
             self.notify(f"{facts.how}: --on-death {self._on_death} applied", severity="warning")
-            return decision
+            return
         assert self.run_ is not None
-        future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-        self._decision = future
+        screen = RecoveryScreen(facts, run=self.run_)
 
         def chosen(decision: Decision | None) -> None:
-            if not future.done():
+            if self._recovery_screen is screen:
+                self._recovery_screen = None
+            if loop.decisions.asking:
                 # No choice (the screen was closed some other way) keeps the state: stop.
-                future.set_result(decision or Decision("stop", by="user"))
+                loop.decisions.send(decision or Decision("stop", by="user"))
 
-        screen = RecoveryScreen(facts, run=self.run_)
         self._recovery_screen = screen
         # The facts are on the screen; toasts would only cover its choices (at 80x24 they do).
         self.clear_notifications()
@@ -384,11 +391,6 @@ class PaellaApp(App[int]):
         if not facts.gates_final and verdict is not None:
             # The verdict came before the screen: take it in now, as if it came after.
             self.call_later(screen.final_gates, verdict.results, set(self.board.ever_green))
-        try:
-            return await future
-        finally:
-            self._decision = None
-            self._recovery_screen = None
 
     # --- quitting --------------------------------------------------------------------------------
 
@@ -418,9 +420,9 @@ class PaellaApp(App[int]):
     def _stop_and_exit(self, reason: str) -> None:
         """End the run (the agent stopped and recorded) and exit when the loop has ended."""
         self._quitting = True
-        if self._decision is not None and not self._decision.done():
-            self._decision.set_result(Decision("stop", by=reason))
+        self._answer_stop(reason)
         if self._recovery_screen is not None and self.screen is self._recovery_screen:
+            self._recovery_screen = None
             self.pop_screen()
         if not self.engine_live:
             self._leave()
@@ -433,6 +435,12 @@ class PaellaApp(App[int]):
         self.set_timer(
             self._stop_grace + STOP_PATIENCE_S, self._cut_short, name="paella-quit-patience"
         )
+
+    def _answer_stop(self, reason: str) -> None:
+        """A recovery being asked (or the next one) is answered: stop (the run is quitting)."""
+        loop = self.run_loop
+        if loop is not None:
+            loop.decisions.send(Decision("stop", by="quit", reason=reason))
 
     def _cut_short(self) -> None:
         if self._engine_task is not None and not self._engine_task.done():
@@ -486,8 +494,7 @@ class PaellaApp(App[int]):
         """After the App ended, however it did: end the run loop through its own stop."""
         task = self._engine_task
         if task is not None and not task.done():
-            if self._decision is not None and not self._decision.done():
-                self._decision.set_result(Decision("stop", by=reason))
+            self._answer_stop(reason)
             if self.run_loop is not None:
                 self.run_loop.request_stop(reason)
             try:

@@ -24,8 +24,8 @@ from textual.widgets.option_list import Option
 from paella_tui.diff_screen import DiffScreen
 from paella_tui.picker_screen import PickerScreen
 from paella_tui.supervisor.base.errors import PaellaError
+from paella_tui.supervisor.run.decisions import Decision
 from paella_tui.supervisor.run.events import RED, BreakPoint, GateResult, RecoveryFacts
-from paella_tui.supervisor.run.run_loop import Decision
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store import steps
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord

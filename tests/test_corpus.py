@@ -171,7 +171,8 @@ def _replay_run(
     import tomli_w
 
     from paella_tui.supervisor.contract.loader import load_contract
-    from paella_tui.supervisor.run.run_loop import RunLoop, policy
+    from paella_tui.supervisor.run.decisions import policy
+    from paella_tui.supervisor.run.run_loop import RunLoop
     from paella_tui.supervisor.run.runs import RunStore
     from paella_tui.supervisor.store.workspace import Workspace
 

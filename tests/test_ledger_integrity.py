@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 from paella_tui.cli import main as paella_main
 from paella_tui.supervisor.base.errors import PaellaError
 from paella_tui.supervisor.contract.loader import load_contract
+from paella_tui.supervisor.run.decisions import policy
 from paella_tui.supervisor.run.handoff import handoff_inputs_from_view, render_handoff
 from paella_tui.supervisor.run.ledger import GENESIS, Ledger, line_hash
 from paella_tui.supervisor.run.ledger_schema import SCHEMAS, problem
-from paella_tui.supervisor.run.run_loop import RunLoop, policy
+from paella_tui.supervisor.run.run_loop import RunLoop
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store import checkpoints as ckpt

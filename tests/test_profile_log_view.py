@@ -28,6 +28,7 @@ from paella_tui.run_board import RunBoard
 from paella_tui.supervisor.agent.decoded_tail import DecodedTail
 from paella_tui.supervisor.agent.output_tail import OutputSink, OutputTail, strip_sgr
 from paella_tui.supervisor.agent.profiles.registry import PROFILES
+from paella_tui.supervisor.run.attempt_end import ATTEMPT_MARKER
 from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentSession,
@@ -35,7 +36,6 @@ from paella_tui.supervisor.run.events import (
     AgentStats,
     Usage,
 )
-from paella_tui.supervisor.run.run_loop import ATTEMPT_MARKER
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.widgets.agent_log import AgentLog
 from paella_tui.widgets.run_header import RunHeader

@@ -21,6 +21,7 @@ import pytest
 import tomli_w
 
 from paella_tui.supervisor.contract.loader import load_contract
+from paella_tui.supervisor.run.decisions import policy
 from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentSession,
@@ -32,7 +33,7 @@ from paella_tui.supervisor.run.events import (
     RunDone,
     Usage,
 )
-from paella_tui.supervisor.run.run_loop import RunLoop, policy
+from paella_tui.supervisor.run.run_loop import RunLoop
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.workspace import Workspace
@@ -241,7 +242,7 @@ def test_a_session_id_survives_a_restart_of_paella(
         decide=policy("stop"),
         resume=True,
     )
-    assert again.session_id == CLAUDE_SID
+    assert again.attempts.session_id == CLAUDE_SID
     assert asyncio.run(asyncio.wait_for(again.run(), 60)) == 0
     resumed = run.argvs()[-1]
     assert resumed[resumed.index("-r") + 1] == CLAUDE_SID

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from paella_tui.supervisor.contract.loader import parse_contract
+from paella_tui.supervisor.run.decisions import policy
 from paella_tui.supervisor.run.events import Event
-from paella_tui.supervisor.run.run_loop import RunLoop, policy
+from paella_tui.supervisor.run.run_loop import RunLoop
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store.workspace import Workspace
 

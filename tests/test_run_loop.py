@@ -36,6 +36,7 @@ from run_scenarios import (
 from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.judge.drift import DriftTracker
+from paella_tui.supervisor.run.decisions import Decide, Decision, policy
 from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentStarted,
@@ -53,7 +54,7 @@ from paella_tui.supervisor.run.events import (
     RunDone,
     RunStopped,
 )
-from paella_tui.supervisor.run.run_loop import Decide, Decision, RunLoop, policy
+from paella_tui.supervisor.run.run_loop import RunLoop
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.workspace import Workspace

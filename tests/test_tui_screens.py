@@ -25,8 +25,8 @@ from paella_tui.picker_screen import PickerScreen
 from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.contract.model import CONTRACT_FILE
+from paella_tui.supervisor.run.decisions import Decision
 from paella_tui.supervisor.run.events import GateResult, RecoveryFacts
-from paella_tui.supervisor.run.run_loop import Decision
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
 from paella_tui.supervisor.store.rollback import rollback

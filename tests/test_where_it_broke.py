@@ -33,8 +33,9 @@ from paella_tui.run_board import RunBoard
 from paella_tui.schemas import load_schema
 from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.judge.bisect import max_runs
+from paella_tui.supervisor.run.decisions import Decision
 from paella_tui.supervisor.run.events import BisectFinished, Event, RecoveryFacts
-from paella_tui.supervisor.run.run_loop import Decision, RunLoop
+from paella_tui.supervisor.run.run_loop import RunLoop
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.steps import StepTaken

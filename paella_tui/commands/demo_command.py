@@ -135,7 +135,8 @@ def _use_tui(args: argparse.Namespace) -> bool:
 
 def _play_headless(run: Run) -> int:
     from paella_tui.headless import printer
-    from paella_tui.supervisor.run.run_loop import RunLoop, install_signal_handlers, policy
+    from paella_tui.supervisor.run.decisions import policy
+    from paella_tui.supervisor.run.run_loop import RunLoop, install_signal_handlers
 
     contract = run.load_contract()
     assert contract is not None

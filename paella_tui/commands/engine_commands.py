@@ -27,6 +27,7 @@ from paella_tui.supervisor.run.runs import Run
 if TYPE_CHECKING:
     from paella_tui.supervisor.contract.model import Contract
     from paella_tui.supervisor.judge.evaluation import Evaluator
+    from paella_tui.supervisor.run.decisions import OnDeath
     from paella_tui.supervisor.run.events import Event
 
 
@@ -56,19 +57,23 @@ def _use_tui(args: argparse.Namespace) -> bool:
     return False
 
 
-def _on_death(args: argparse.Namespace, *, tui: bool) -> str:
+_ON_DEATH: dict[str, OnDeath] = {word: word for word in ("ask", "rollback", "continue", "stop")}
+
+
+def _on_death(args: argparse.Namespace, *, tui: bool) -> OnDeath:
     on_death = args.on_death or ("ask" if tui else "stop")
     if on_death == "ask" and not tui:
         raise UsageError(
             "--on-death ask needs the TUI", hint="headless, choose rollback, continue or stop."
         )
-    return on_death
+    return _ON_DEATH[on_death]  # argparse's choices are these words
 
 
 def _supervise(
-    run: Run, *, resume: bool, on_death: str, tui: bool = False, not_before: float | None = None
+    run: Run, *, resume: bool, on_death: OnDeath, tui: bool = False, not_before: float | None = None
 ) -> int:
-    from paella_tui.supervisor.run.run_loop import RunLoop, install_signal_handlers, policy
+    from paella_tui.supervisor.run.decisions import policy
+    from paella_tui.supervisor.run.run_loop import RunLoop, install_signal_handlers
 
     contract = run.load_contract()
     frozen = frozen_contract(run)

@@ -1,0 +1,81 @@
+"""How an attempt ended, as the run records it: the exit as an :class:`AgentExited` event (this
+attempt's output lines only, the profile's reading of a false success), and the attempt a crash
+of paella left undecided, found again in the ledger by a resume."""
+
+from __future__ import annotations
+
+from paella_tui.supervisor.agent.agent_process import ExitInfo
+from paella_tui.supervisor.agent.profiles.registry import Profile
+from paella_tui.supervisor.agent.profiles.stream import DecodedStats
+from paella_tui.supervisor.run.events import AgentExited
+from paella_tui.supervisor.run.run_view import RunView
+
+ATTEMPT_MARKER = "── paella: attempt "
+"""The display tail runs across attempts; this line separates them."""
+TAIL_LINES = 40
+
+
+def attempt_marker(attempt: int) -> bytes:
+    """The line fed to the display tail before attempt ``attempt``'s output."""
+    return f"\n{ATTEMPT_MARKER}{attempt} ──\n".encode()
+
+
+def exited_event(
+    info: ExitInfo,
+    *,
+    attempt: int,
+    profile: Profile | None,
+    stats: DecodedStats | None,
+    stopped_by_user: bool,
+) -> AgentExited:
+    """The exit of attempt ``attempt``; ``stats`` is what its decoded stream said (None: the
+    output was not a stream)."""
+    tail = list(info.tail)
+    marks = [i for i, line in enumerate(tail) if line.startswith(ATTEMPT_MARKER)]
+    if marks:
+        tail = tail[marks[-1] + 1 :]
+    tail = tail[-TAIL_LINES:]
+    false_success = None
+    if profile is not None and not stopped_by_user:
+        false_success = profile.false_success(tail, info.exit_code, stats or DecodedStats())
+    return AgentExited(
+        attempt=attempt,
+        exit_code=info.exit_code,
+        signal=info.signal,
+        tail=tuple(tail),
+        false_success=false_success,
+        exit_meaning=profile.exit_meaning(info.exit_code) if profile else None,
+        usage=stats.usage() if stats is not None else None,
+        signals=tuple(stats.notes) if stats is not None else None,
+        leftovers=tuple(f"{p.pid} {p.name} {' '.join(p.cmdline)[:200]}" for p in info.leftovers),
+        stopped_by_user=stopped_by_user,
+    )
+
+
+def lost_attempt(view: RunView, attempt: int) -> AgentExited | None:
+    """The attempt a crash of paella left undecided (its agent was running, or its recovery was
+    being asked), as an exit to recover from; None when its end was decided."""
+    records = view.of_kind("agent-started", "agent-exited", "recovery-needed", "recovery-chosen")
+    if not records or records[-1].get("kind") not in ("agent-started", "recovery-needed"):
+        return None
+    last = records[-1]
+    attempt = int(last.get("attempt") or attempt)
+    tail: tuple[str, ...] = ()
+    if last.get("kind") == "recovery-needed":
+        tail = tuple(str(line) for line in last.get("tail") or ())
+        how = f"{last.get('how', 'the attempt ended')}; paella was stopped before a choice"
+    else:
+        how = f"paella itself stopped while attempt {attempt} ran (its agent was stopped)"
+    # No exit of its own was seen: the sentence stands where the exit would be described.
+    return AgentExited(attempt=attempt, exit_code=None, signal=None, tail=tail, false_success=how)
+
+
+def stopped_on_words(view: RunView) -> str | None:
+    """Why the run stopped last time, when it was a far reset or a permanent failure (the
+    resume's handoff says so); None otherwise."""
+    stops = view.of_kind("run-stopped")
+    last = stops[-1] if stops else {}
+    reason = str(last.get("reason", ""))
+    if last.get("resume_after") or reason.startswith("permanent failure"):
+        return str(last.get("reason"))
+    return None

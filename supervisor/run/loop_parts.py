@@ -1,0 +1,314 @@
+"""The parts a run loop is built of, wired together: the attempts, the evaluator, the break
+tracker, recovery, the drift checks and the watcher; the one ``emit`` every event goes through
+(ledger first, then the parts that watch events, then the consumer); the commands the UI gives
+(gates, checkpoint, stop, rollback, quit); and the housekeeping around the attempts (the stats
+ticker, the retry wait, the wind-down).
+
+:class:`~paella_tui.supervisor.run.run_loop.RunLoop` adds the flow: attempt after attempt, the
+verdict on each, recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from paella_tui.supervisor.agent.agent_process import AgentProcess
+from paella_tui.supervisor.agent.output_tail import OutputTail
+from paella_tui.supervisor.contract.model import Contract
+from paella_tui.supervisor.judge.breaks import BreakTracker
+from paella_tui.supervisor.judge.byproducts import byproduct_globs
+from paella_tui.supervisor.judge.evaluation import Evaluator
+from paella_tui.supervisor.run.attempt_end import stopped_on_words
+from paella_tui.supervisor.run.attempt_runner import AttemptRunner
+from paella_tui.supervisor.run.decisions import Decide, Decision, DecisionChannel
+from paella_tui.supervisor.run.drift_checks import DriftChecks
+from paella_tui.supervisor.run.events import (
+    CheckpointTaken,
+    DriftDetected,
+    EvaluationStarted,
+    Event,
+    Notice,
+    RecoveryChosen,
+    RetryScheduled,
+    RolledBack,
+    RunDone,
+    RunStopped,
+    Usage,
+    WatchPaused,
+)
+from paella_tui.supervisor.run.recovery import Recovery
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run, save_to_mirror_soon
+from paella_tui.supervisor.store import checkpoints as ckpt
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.steps import SequencedSnapshotter
+from paella_tui.supervisor.watch.watcher import WorkspaceWatcher
+
+EXIT_DONE = 0
+EXIT_NOT_DONE = 1
+EXIT_CANNOT_START = 2
+
+LoopState = Literal[
+    "starting", "running", "evaluating", "retry-wait", "recovering", "done", "stopped"
+]
+STATS_EVERY_S = 1.0
+STATS_PERSIST_EVERY_S = 15.0
+WATCH_READY_S = 10.0
+"""How long the first attempt waits for the workspace watches to be set up, at most."""
+
+
+class LoopParts:
+    """A run loop's parts and commands (the flow is :class:`RunLoop`'s)."""
+
+    def __init__(
+        self,
+        *,
+        run: Run,
+        contract: Contract,
+        emit: Callable[[Event], None],
+        decide: Decide | None = None,
+        resume: bool = False,
+        stop_grace: float = 10.0,
+        not_before: float | None = None,
+    ) -> None:
+        self.run_ = run
+        self.workspace = run.workspace
+        self.contract = contract
+        self._consumer = emit
+        self.decisions = DecisionChannel(decide)
+        """How a recovery is answered: ``decide`` (a policy) or a :meth:`DecisionChannel.send`."""
+        self._resume_first = resume
+        self._not_before = not_before
+        self._stop_grace = stop_grace
+        # Numbered snapshots: steps are kept in the order their trees were seen (issue 16); the
+        # gates' byproducts are left out of them (issue 13).
+        self.snapshotter = SequencedSnapshotter(
+            self.workspace,
+            max_file_size=contract.run.max_file_size,
+            exclude=byproduct_globs(contract),
+        )
+        view = RunView.load(run)
+        self._stopped_on_words = stopped_on_words(view)
+        """Why the run stopped last time, when it was a far reset or a permanent failure: the
+        resume's handoff says so."""
+        self.attempts = AttemptRunner(run=run, contract=contract, view=view, emit=self.emit)
+        """The agent's attempts: its process, output, session and usage."""
+        self._transient = self.attempts.transient
+        self._transient_failures = 0
+        self.state: LoopState = "starting"
+        """Where the loop is: starting, running, evaluating, retry-wait, recovering, done, stopped."""
+        self.retry_at: float | None = None
+        """Wall-clock time the next attempt starts while in retry-wait (for a countdown)."""
+        self._stop_requested: str | None = None
+        self._wake = asyncio.Event()
+        self.evaluator = Evaluator(
+            run=run,
+            contract=contract,
+            snapshotter=self.snapshotter,
+            emit=self.emit,
+            base=view.last_green_checkpoint,
+        )
+        if view.of_kind("rollback-done"):
+            # What was green restarts at the restored checkpoint (as it did in the run before).
+            self.evaluator.set_base(view.last_green_checkpoint, restart_history=True)
+        self.evaluator.seed(view.gate_history())
+        started = view.of_kind("run-started")
+        self._contract_sha = (started[0].get("contract") or {}).get("sha256", "") if started else ""
+        self.breaks = BreakTracker(
+            run=run,
+            contract=contract,
+            snapshotter=self.snapshotter,
+            emit=self.emit,
+            tail=self.attempts.tail.last_lines,
+            attempt=lambda: self.attempts.attempt,
+            base=lambda: self.evaluator.base,
+            busy=lambda: self.evaluator.busy,
+            records=view.records,
+        )
+        """Every settled change kept as a step; a bisect at every regression (issue 16)."""
+        self.recovery = Recovery(
+            run=run,
+            contract=contract,
+            snapshotter=self.snapshotter,
+            evaluator=self.evaluator,
+            breaks=self.breaks,
+            decisions=self.decisions,
+            emit=self.emit,
+        )
+        """Asks the decisions, rolls back, writes the handoff."""
+        self.drift = DriftChecks(run=run, contract=contract, emit=self.emit)
+        """Path drift per verdict, history and integrity, stalls, protected files."""
+        self.watcher = WorkspaceWatcher(
+            self.workspace,
+            settle=contract.watch.settle,
+            ignore=byproduct_globs(contract),
+            on_activity=self.attempts.touched,
+            on_settled=self._on_settled,
+            on_flapping=self._on_flapping,
+        )
+
+    # --- events -------------------------------------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        """Persist ``event`` to the ledger (if it has a kind), then hand it to the consumer."""
+        if isinstance(event, EvaluationStarted):
+            self.recovery.evaluating_tree = event.tree
+        if event.kind is not None:
+            self.run_.ledger.append(event.kind, **event.record())
+        self.breaks.observe(event)
+        self.drift.observe(event)
+        self._consumer(event)
+        if isinstance(event, RunDone | RunStopped | CheckpointTaken | RolledBack | RecoveryChosen):
+            # Kept outside the repository too, in the background and after the news is out:
+            # the verdict or the checkpoint is shown at once (the command waits for the copy
+            # before it exits; see runs.wait_for_mirror).
+            save_to_mirror_soon(self.run_)
+
+    @property
+    def tail(self) -> OutputTail:
+        """The agent's output across attempts, display-ready; poll its ``version``."""
+        return self.attempts.tail
+
+    @property
+    def agent(self) -> AgentProcess | None:
+        """The newest attempt's agent process (None before the first)."""
+        return self.attempts.agent
+
+    @property
+    def attempt(self) -> int:
+        """The number of the newest attempt (0 before the first)."""
+        return self.attempts.attempt
+
+    @property
+    def usage(self) -> Usage | None:
+        """Turns, tokens and cost over every attempt so far (None: no stream reported any)."""
+        return self.attempts.usage
+
+    def _on_settled(self, paths: tuple[str, ...]) -> None:
+        self.breaks.settled()
+        self.evaluator.request(f"{len(paths)} file(s) changed")
+
+    def _on_flapping(self, message: str) -> None:
+        self.emit(WatchPaused(reason=message))
+        self.emit(DriftDetected(drift="flapping", message=message))
+
+    # --- commands from the UI -----------------------------------------------------------
+
+    def request_gates(self, *, force: bool = True) -> None:
+        """Run every gate on the current tree now (``g``); also resumes a paused watcher."""
+        if self.watcher.paused:
+            self.watcher.resume()
+        self.evaluator.request("asked for", force=force)
+
+    async def manual_checkpoint(self, label: str = "") -> SnapshotRecord:
+        """Evaluate the gates, then checkpoint the tree with the gates green on it (``c``)."""
+        finished = await self.evaluator.evaluate("before a manual checkpoint")
+        green = tuple(r.gate for r in finished.results if r.green) if not finished.stale else ()
+        record = await asyncio.to_thread(
+            ckpt.take_checkpoint,
+            self.run_,
+            self.snapshotter,
+            episode="manual",
+            gates_green=green,
+            label=label or "manual checkpoint",
+        )
+        self.emit(CheckpointTaken(record_=record))
+        return record
+
+    async def stop_agent(self, reason: str = "stopped by you") -> None:
+        """Stop the running agent (``s``); the ending is recorded as a stop by the user."""
+        await self.attempts.stop(self._stop_grace, by_user=True)
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the whole run was asked to end (quit, a signal), or None."""
+        return self._stop_requested
+
+    async def roll_back_to(self, target: SnapshotRecord) -> None:
+        """Stop the agent and roll back to ``target`` (``r`` on the main screen), then resume.
+
+        The agent's end goes through recovery as usual, with this choice already made.
+        """
+        self.decisions.send(Decision("rollback", target, by="user"))
+        if self.agent is not None and self.agent.returncode is None:
+            await self.stop_agent()
+
+    def request_stop(self, reason: str) -> None:
+        """End the whole run (quit, SIGHUP, SIGTERM): stop the agent and record why."""
+        self._stop_requested = reason
+        self._wake.set()
+        if self.agent is not None:
+            asyncio.get_running_loop().create_task(self.agent.stop(self._stop_grace))
+
+    async def _wind_down(self, tasks: list[asyncio.Task[None]]) -> None:
+        """The verdict is in: nothing is judged or recorded after it (no evaluation a late
+        watcher trigger queued, no drift check of one), and the agent does not outlive the loop."""
+        await self.evaluator.close()
+        await self.breaks.close()
+        tasks += self.drift.background
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.agent is not None and self.agent.returncode is None:
+            await self.agent.stop(self._stop_grace)
+
+    async def _watching(self, watcher: asyncio.Task[None]) -> None:
+        """Wait until the watches exist (or the watcher failed): an edit the agent made before
+        then would go unseen until the next one. Planning them takes a while on a big tree."""
+        ready = asyncio.create_task(self.watcher.wait_ready())
+        try:
+            await asyncio.wait(
+                [ready, watcher], timeout=WATCH_READY_S, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            ready.cancel()
+
+    async def _wait(self, plan: RetryScheduled) -> bool:
+        """Wait for the next attempt (``R`` ends the wait early); False when stopped meanwhile."""
+        self.retry_at = plan.resume_at
+        self.state = "retry-wait"
+        self.emit(plan)
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=plan.wait_s)
+        self.retry_at = None
+        return self._stop_requested is None
+
+    def skip_wait(self) -> None:
+        """End a retry wait now (``R`` during the countdown)."""
+        self._wake.set()
+
+    def _failed(self, what: str, hint: str | None) -> int:
+        base = self.evaluator.base
+        steps = ["fix the cause, then `paella resume` continues from the current state"]
+        if base is not None:
+            steps.append(f"`paella rollback {base.name} --yes` restores the last green checkpoint")
+        message = f"{what}" + (f" ({hint})" if hint else "")
+        self.emit(Notice(message=message, level="error"))
+        return self._stopped(f"{what}. To continue: {'; '.join(steps)}.")
+
+    def _stopped(self, reason: str) -> int:
+        self.state = "stopped"
+        self.emit(RunStopped(reason=reason))
+        return EXIT_NOT_DONE
+
+    # --- housekeeping ------------------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        last_persist = 0.0
+        while True:
+            await asyncio.sleep(STATS_EVERY_S)
+            event = await asyncio.to_thread(self.attempts.stats)
+            if event is None:
+                continue
+            self._consumer(event)
+            if time.monotonic() - last_persist >= STATS_PERSIST_EVERY_S:
+                last_persist = time.monotonic()
+                self.run_.ledger.append("agent-stats", **event.record())
+            self.drift.stall(self.attempts.last_activity, time.monotonic())
