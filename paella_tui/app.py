@@ -139,7 +139,7 @@ class PaellaApp(App[int]):
         self._shown_bindings: tuple[bool, bool] = (False, False)
         self._deferred_panic: tuple[Any, ...] | None = None
         self._signals = QuitSignals(self._on_signal, mute=self._mute_terminal)
-        self.commands = RunCommands(self)
+        self.commands = RunCommands(self, self)
         """What the run keys do (g, c, r, s, R)."""
 
     # --- text from outside is never markup ------------------------------------------------------
@@ -371,7 +371,9 @@ class PaellaApp(App[int]):
             loop.decisions.send(Decision("stop", by="quit"))
             return
         if self._on_death != "ask":
-            self.notify(f"{facts.how}: --on-death {self._on_death} applied", severity="warning")
+            self.notify(
+                f"{facts.how_and_attempt}: --on-death {self._on_death} applied", severity="warning"
+            )
             return
         assert self.run_ is not None
         screen = RecoveryScreen(facts, run=self.run_)

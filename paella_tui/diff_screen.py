@@ -24,7 +24,7 @@ from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
 from paella_tui.supervisor.base.errors import PaellaError
-from paella_tui.supervisor.judge.byproducts import snapshotter_for
+from paella_tui.supervisor.run.offline import tree_now
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
@@ -35,12 +35,6 @@ MAX_DIFF_LINES = 2000
 
 MAX_DIFF_BYTES = 512 * 1024
 """... or after this many bytes, whichever comes first."""
-
-
-def now_tree(run: Run) -> str:
-    """The tree of the workspace now: a snapshot under paella's lock (blocking git; use a thread)."""
-    snapshotter = snapshotter_for(run.workspace, run.load_contract())
-    return snapshotter.take_locked("a snapshot for the diff").tree
 
 
 def change_stats(changes: list[FileChange]) -> Content:
@@ -176,7 +170,7 @@ class DiffScreen(Screen[None]):
             )
             return
         try:
-            now = self.until or now_tree(self.run)
+            now = self.until or tree_now(self.run)
             changes = changes_between(self.run.workspace, record.tree, now)
         except PaellaError as err:
             self.post_message(self.Failed(f"Could not compare with now: {err.message}"))

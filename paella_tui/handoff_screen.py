@@ -21,13 +21,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Markdown, Static
 from textual.worker import Worker, WorkerState
 
-from paella_tui.diff_screen import now_tree
 from paella_tui.supervisor.base.errors import PaellaError
 from paella_tui.supervisor.run.handoff import (
     handoff_inputs_from_view,
     render_handoff,
     write_handoff,
 )
+from paella_tui.supervisor.run.offline import tree_now
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store.tree_diff import changes_between
@@ -36,7 +36,7 @@ from paella_tui.supervisor.store.tree_diff import changes_between
 def build_handoff(run: Run) -> str:
     """The run's handoff as it stands now (blocking: reads the ledger and snapshots the work tree)."""
     view = RunView.load(run)
-    now = now_tree(run)
+    now = tree_now(run)
     base = view.last_green_checkpoint
     started = view.of_kind("run-tree")
     since = base.tree if base else (str(started[0]["tree"]) if started else now)

@@ -101,7 +101,7 @@ def describe_event(event: Event) -> str | None:
             if f.base
             else "none"
         )
-        lines = [f"✗ recovery needed: {f.how}; last good state: {base}"]
+        lines = [f"✗ recovery needed: {f.how_and_attempt}; last good state: {base}"]
         if f.regressions:
             lines.append(f"  regressions: {', '.join(f.regressions)}")
         lines.append(

@@ -81,7 +81,7 @@ def event_line(record: dict[str, Any]) -> str | None:
     if kind == "recovery-needed":
         base = record.get("base")
         lines = [
-            f"✗ recovery needed: {record.get('how', '')}; last good state: "
+            f"✗ recovery needed: {_how_and_attempt(record)}; last good state: "
             + (f"checkpoint {base}" if base is not None else "none")
         ]
         if record.get("regressions"):
@@ -209,3 +209,9 @@ def timestamped(record: dict[str, Any]) -> str | None:
     return "\n".join(
         f"{clock}  {part}" if i == 0 else f"{pad}{part}" for i, part in enumerate(line.split("\n"))
     )
+
+
+def _how_and_attempt(record: dict[str, Any]) -> str:
+    """How a recovery's attempt ended and which attempt (recorded apart since issue 14)."""
+    how, attempt = record.get("how", ""), record.get("attempt")
+    return f"{how}, attempt {attempt}" if attempt is not None else str(how)

@@ -81,7 +81,7 @@ def alert_for(event: Event) -> Alert | None:
         if event.facts.ending == "transient":
             return Alert(
                 "paella: retries exhausted",
-                f"{event.facts.how}: the transient failures did not clear; recovery needs you",
+                f"{event.facts.how_and_attempt}: the transient failures did not clear; recovery needs you",
             )
     elif isinstance(event, Notice) and event.level == "error":
         return Alert("paella: error", event.message)

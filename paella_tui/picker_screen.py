@@ -23,8 +23,8 @@ from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import ColumnKey
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from paella_tui.diff_screen import now_tree
 from paella_tui.supervisor.base.errors import PaellaError
+from paella_tui.supervisor.run.offline import tree_now
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
@@ -160,7 +160,7 @@ class PickerScreen(Screen[SnapshotRecord | None]):
             return
         worker = get_current_worker()
         try:
-            now = now_tree(self.run)
+            now = tree_now(self.run)
             for record in records:
                 if worker.is_cancelled:
                     return

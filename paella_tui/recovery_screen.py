@@ -32,16 +32,10 @@ from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.widgets.recovery_panel import RecoveryPanel
 
 
-def _how_and_attempt(facts: RecoveryFacts) -> tuple[str, str]:
-    """``("exit 1", "2")`` from ``exit 1, attempt 2`` (the attempt is empty when not given)."""
-    how, sep, attempt = facts.how.rpartition(", attempt ")
-    return (how, attempt) if sep else (facts.how, "")
-
-
 def recovery_title(facts: RecoveryFacts) -> str:
     """The plain headline: ``✗ The agent died: exit 1 (attempt 2)``, ``■ You stopped the agent``."""
-    how, attempt = _how_and_attempt(facts)
-    which = f" (attempt {attempt})" if attempt else ""
+    how = facts.how
+    which = f" (attempt {facts.attempt})" if facts.attempt is not None else ""
     if facts.ending == "stopped":
         return "■ You stopped the agent"
     if facts.ending == "claimed-done":

@@ -42,8 +42,7 @@ from paella_tui.supervisor.run.events import (
 )
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
-from paella_tui.widgets.episode_list import EpisodeRow
-from paella_tui.widgets.gate_table import GateRow
+from paella_tui.widgets.rows import EpisodeRow, GateRow
 
 CPU_SAMPLES = 60
 """CPU samples kept for the sparkline (about a minute)."""
@@ -179,7 +178,7 @@ class RunBoard:
         elif isinstance(event, RecoveryNeeded):
             self.state = "recovering"
             self.facts = event.facts
-            self.detail = event.facts.how
+            self.detail = event.facts.how_and_attempt
         elif isinstance(event, RecoveryChosen):
             where = f" to {event.target}" if event.target else ""
             self.detail = f"recovery: {event.choice}{where} ({event.by})"

@@ -11,27 +11,55 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from paella_tui.commands.engine_commands import judging_evaluator
+from textual.app import App
+
 from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.picker_screen import PickerScreen
-from paella_tui.supervisor.judge.byproducts import snapshotter_for
-from paella_tui.supervisor.run.events import CheckpointTaken, Event, RolledBack
+from paella_tui.run_board import RunBoard
+from paella_tui.supervisor.contract.model import Contract
+from paella_tui.supervisor.run.events import Event
+from paella_tui.supervisor.run.offline import checkpoint_now, judge_once, roll_back_now
+from paella_tui.supervisor.run.run_loop import RunLoop
 from paella_tui.supervisor.run.run_view import RunView
-from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
-from paella_tui.supervisor.store.rollback import rollback
-from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 
-if TYPE_CHECKING:
-    from paella_tui.app import PaellaApp
+
+class RunHost(Protocol):
+    """What the run keys need of the App beyond Textual's own (the App is both)."""
+
+    run_: Run | None
+    contract: Contract
+    board: RunBoard
+    run_loop: RunLoop | None
+
+    @property
+    def engine_live(self) -> bool:
+        """A run loop is running."""
+        ...
+
+    @property
+    def agent_alive(self) -> bool:
+        """The live run loop's agent process is running."""
+        ...
+
+    def feed(self, event: Event) -> None:
+        """Show an engine event."""
+        ...
+
+    def start_engine(self, *, resume: bool) -> None:
+        """Start a run loop."""
+        ...
 
 
 class RunCommands:
-    """The run keys of a :class:`~paella_tui.app.PaellaApp`."""
+    """The run keys of the App (``textual_app``, which is also the ``host``)."""
 
-    def __init__(self, app: PaellaApp) -> None:
-        self.app = app
+    def __init__(self, textual_app: App[int], host: RunHost) -> None:
+        self.app = textual_app
+        self.host = host
 
     def _work(self, work: Callable[[], Any] | Awaitable[Any], group: str, description: str) -> None:
         """A labelled worker: coroutines on the loop, plain callables in a thread."""
@@ -44,19 +72,14 @@ class RunCommands:
             thread=callable(work),
         )
 
-    def _snapshotter(self) -> Snapshotter:
-        run = self.app.run_
-        assert run is not None
-        return snapshotter_for(run.workspace, self.app.contract)
-
     # --- g ---------------------------------------------------------------------------------------
 
     def run_gates(self) -> None:
         """Judge every gate on the current tree now (and resume a watcher paused by flapping)."""
-        loop = self.app.run_loop
-        if loop is None or not self.app.engine_live:
+        loop = self.host.run_loop
+        if loop is None or not self.host.engine_live:
             # No agent runs: judge the tree here, as `paella gates` does (no checkpoint).
-            if self.app.run_ is None:
+            if self.host.run_ is None:
                 self.app.notify("no run", severity="warning")
                 return
             self._work(self._judge_offline(), "gates", "the gates")
@@ -66,30 +89,20 @@ class RunCommands:
 
     async def _judge_offline(self) -> None:
         """Every gate once on the tree as it is, recorded in the run's ledger and shown."""
-        run = self.app.run_
+        run = self.host.run_
         assert run is not None
-
-        def emit(event: Event) -> None:
-            if event.kind is not None:
-                run.ledger.append(event.kind, **event.record())
-            self.app.feed(event)
-
         view = await asyncio.to_thread(RunView.load, run)
-        evaluator = judging_evaluator(run, self.app.contract, emit, view)
-        try:
-            await evaluator.evaluate("g", force=True)
-        finally:
-            await evaluator.close()
+        await judge_once(run, self.host.contract, self.host.feed, view)
 
     # --- c ---------------------------------------------------------------------------------------
 
     def checkpoint(self) -> None:
         """A manual checkpoint; the live loop judges the gates first, so it records them."""
-        if self.app.run_ is None:
+        if self.host.run_ is None:
             self.app.notify("no run to checkpoint", severity="warning")
             return
-        loop = self.app.run_loop
-        if loop is not None and self.app.engine_live:
+        loop = self.host.run_loop
+        if loop is not None and self.host.engine_live:
             self._work(loop.manual_checkpoint("manual checkpoint"), "checkpoint", "the checkpoint")
         else:
             self._work(self._checkpoint_offline, "checkpoint", "the checkpoint")
@@ -97,27 +110,24 @@ class RunCommands:
 
     def _checkpoint_offline(self) -> None:
         """After a stop (no loop): a snapshot with no gates judged, so none claimed green."""
-        run = self.app.run_
+        run = self.host.run_
         assert run is not None
-        record = take_checkpoint(
-            run, self._snapshotter(), episode="manual", label="manual checkpoint"
-        )
-        self.app.call_from_thread(self.app.feed, CheckpointTaken(record_=record))
+        self.app.call_from_thread(self.host.feed, checkpoint_now(run, self.host.contract))
 
     # --- r ---------------------------------------------------------------------------------------
 
     def pick_and_roll_back(self) -> None:
         """The picker, then a confirmation, then the rollback."""
-        if self.app.run_ is None:
+        if self.host.run_ is None:
             self.app.notify("no run to roll back", severity="warning")
             return
-        self.app.push_screen(PickerScreen(self.app.run_), self._picked)
+        self.app.push_screen(PickerScreen(self.host.run_), self._picked)
 
     def _picked(self, record: SnapshotRecord | None) -> None:
         if record is None:
             return
-        running = self.app.agent_alive
-        if self.app.engine_live and not running:
+        running = self.host.agent_alive
+        if self.host.engine_live and not running:
             self.app.notify(
                 "the run is between attempts: roll back from the recovery screen, or stop first",
                 severity="warning",
@@ -137,9 +147,9 @@ class RunCommands:
         self.app.push_screen(ConfirmScreen(question, yes="Roll back"), answered)
 
     def _roll_back(self, record: SnapshotRecord) -> None:
-        loop = self.app.run_loop
+        loop = self.host.run_loop
         what = f"the rollback to {record.name}"
-        if loop is not None and self.app.engine_live:
+        if loop is not None and self.host.engine_live:
             # The loop stops the agent; its end goes through recovery with this choice made.
             self._work(loop.roll_back_to(record), "rollback", what)
         else:
@@ -147,13 +157,13 @@ class RunCommands:
 
     def _roll_back_offline(self, record: SnapshotRecord) -> None:
         """After a stop (no loop): the engine's rollback, salvaging first."""
-        run = self.app.run_
+        run = self.host.run_
         assert run is not None
-        result = rollback(run, record, snapshotter=self._snapshotter())
-        self.app.call_from_thread(self.app.feed, RolledBack(target=record, salvage=result.salvage))
+        done = roll_back_now(run, self.host.contract, record)
+        self.app.call_from_thread(self.host.feed, done)
         self.app.call_from_thread(
             self.app.notify,
-            f"rolled back to {record.name}; `paella rollback {result.salvage.name}` undoes it",
+            f"rolled back to {record.name}; `paella rollback {done.salvage.name}` undoes it",
         )
         # The verdicts on screen were for the tree that is gone: judge the restored one.
         self.app.call_from_thread(self.run_gates)
@@ -162,8 +172,8 @@ class RunCommands:
 
     def stop_agent(self) -> None:
         """Stop the agent; the loop records it and opens recovery."""
-        loop = self.app.run_loop
-        if loop is None or not self.app.agent_alive:
+        loop = self.host.run_loop
+        if loop is None or not self.host.agent_alive:
             self.app.notify("the agent is not running", severity="warning")
             return
         self._work(loop.stop_agent(), "stop", "stopping the agent")
@@ -171,24 +181,24 @@ class RunCommands:
 
     def resume(self) -> None:
         """Retry now during a retry wait; after a stop, resume with a new run loop."""
-        app = self.app
-        run = app.run_
+        host, say = self.host, self.app.notify
+        run = host.run_
         if run is None:
             return
-        if app.engine_live:
-            if app.board.state == "retry-wait" and app.run_loop is not None:
-                app.run_loop.skip_wait()
-                app.notify("retrying now", timeout=3)
+        if host.engine_live:
+            if host.board.state == "retry-wait" and host.run_loop is not None:
+                host.run_loop.skip_wait()
+                say("retrying now", timeout=3)
             else:
-                app.notify("the run is live already", severity="warning")
+                say("the run is live already", severity="warning")
             return
-        if app.board.state == "done":
-            app.notify("the run is done: every gate was green", severity="warning")
+        if host.board.state == "done":
+            say("the run is done: every gate was green", severity="warning")
             return
 
         async def resume() -> None:
             # Recorded like `paella resume`: another paella can tell this run is supervised.
             await asyncio.to_thread(run.ledger.append, "resumed", paella_pid=os.getpid())
-            app.start_engine(resume=True)
+            host.start_engine(resume=True)
 
         self._work(resume(), "resume", "resuming the run")

@@ -20,11 +20,12 @@ import pytest
 # ``byproducts`` (with ``globs``) with the files a snapshot leaves out; the snapshot's raw-bytes
 # hashing (``raw_blobs``), churn rule and owned lock, and the rollback's raw restore; the
 # integrity checks every command makes on the state it opens (``integrity`` with ``mirror``,
-# ``ledger_schema`` for each record, ``run_lock`` to name the supervisor). Loading the contract
-# takes its reader in parts (``loader``, ``validation``, ``sections``, ``toml_lines``, ``problems``,
-# ``command_line``) and the profiles' command table (``agent.profiles.commands``, plain strings, in
-# a package that holds only a docstring): a contract naming a ``profile`` is read with it, but the
-# profiles' stream decoders (``agent.profiles.registry``) stay unloaded.
+# ``ledger_schema`` for each record, ``run_lock`` to name the supervisor; ``frozen_contract``, the
+# contract a run is held to, which ``runs`` loads without importing ``integrity``). Loading the
+# contract takes its reader in parts (``loader``, ``validation``, ``sections``, ``toml_lines``,
+# ``problems``, ``command_line``) and the profiles' command table (``agent.profiles.commands``,
+# plain strings, in a package that holds only a docstring): a contract naming a ``profile`` is read
+# with it, but the profiles' stream decoders (``agent.profiles.registry``) stay unloaded.
 CORE = {
     "paella_tui",
     "paella_tui.cli",
@@ -50,6 +51,7 @@ CORE = {
     "paella_tui.supervisor.store.gitcli",
     "paella_tui.supervisor.base.globs",
     "paella_tui.supervisor.run.integrity",
+    "paella_tui.supervisor.run.frozen_contract",
     "paella_tui.supervisor.run.ledger",
     "paella_tui.supervisor.run.ledger_schema",
     "paella_tui.supervisor.store.mirror",

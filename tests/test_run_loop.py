@@ -200,7 +200,7 @@ def _brief(event: Event) -> str:
         )
     if isinstance(event, RecoveryNeeded):
         f = event.facts
-        return f"{f.ending} {f.how} regressions={f.regressions} base={f.base.n if f.base else None}"
+        return f"{f.ending} {f.how_and_attempt} regressions={f.regressions} base={f.base.n if f.base else None}"
     if isinstance(event, AgentExited):
         return f"attempt {event.attempt} exit={event.exit_code} signal={event.signal} leftovers={event.leftovers}"
     text = repr(event)
@@ -424,7 +424,7 @@ async def test_fixing_a_later_episode_and_breaking_an_earlier_gate_is_a_regressi
     needed = s.of(RecoveryNeeded)
     assert len(needed) == 1
     facts = needed[0].facts
-    assert facts.ending == "crash" and facts.how == "exit 3, attempt 1"
+    assert facts.ending == "crash" and (facts.how, facts.attempt) == ("exit 3", 1)
     assert facts.regressions == ("g1",)
     assert facts.base is not None and facts.base.n == 1
     assert facts.default == "rollback"
@@ -470,7 +470,7 @@ async def test_exit_zero_with_red_gates_is_claimed_done_then_recovery(
     assert claimed[0].gate == "g1" and "exited 0" in claimed[0].message
     needed = s.of(RecoveryNeeded)
     assert len(needed) == 1 and needed[0].facts.ending == "claimed-done"
-    assert needed[0].facts.how == "exit 0, attempt 1"
+    assert (needed[0].facts.how, needed[0].facts.attempt) == ("exit 0", 1)
     assert [(c.choice, c.by) for c in s.of(RecoveryChosen)] == [("continue", "policy")]
     started = s.of(AgentStarted)
     assert [(a.attempt, a.resumed) for a in started] == [(1, False), (2, True)]
@@ -590,7 +590,10 @@ async def test_rate_limit_is_retried_after_the_backoff_then_recovered(
     # After max_attempts transient failures: recovery, not a third blind wait.
     needed = s.of(RecoveryNeeded)
     assert len(needed) == 1, s.story()
-    assert needed[0].facts.ending == "transient" and needed[0].facts.how == "exit 1, attempt 3"
+    assert needed[0].facts.ending == "transient" and (
+        needed[0].facts.how,
+        needed[0].facts.attempt,
+    ) == ("exit 1", 3)
     assert s.events.index(needed[0]) > s.events.index(s.of(AgentExited)[2])
     assert [c.choice for c in s.of(RecoveryChosen)] == ["continue"]
     assert len(s.of(RunDone)) == 1
@@ -650,7 +653,7 @@ async def test_death_by_a_signal_goes_to_recovery(scenario: Callable[..., Scenar
     assert exited[0].describe() == "killed by SIGKILL"
     assert "about to die" in exited[0].tail
     facts = s.of(RecoveryNeeded)[0].facts
-    assert facts.ending == "signal" and facts.how == "killed by SIGKILL, attempt 1"
+    assert facts.ending == "signal" and (facts.how, facts.attempt) == ("killed by SIGKILL", 1)
     assert facts.base is not None and facts.base.n == 1 and facts.base.gates_green == ("g1",)
     assert facts.regressions == () and facts.default == "continue"
     assert s.ledger("agent-exited")[0]["signal"] == signal.SIGKILL
@@ -721,7 +724,7 @@ async def test_an_agent_that_ignores_sigterm_is_killed_after_the_grace(
         (None, signal.SIGKILL, True)
     ]
     facts = s.of(RecoveryNeeded)[0].facts
-    assert facts.ending == "stopped" and facts.how == "stopped by you, attempt 1"
+    assert facts.ending == "stopped" and (facts.how, facts.attempt) == ("stopped by you", 1)
     assert not s.drift("claimed-done")
     assert s.ledger("agent-exited")[0]["stopped_by_user"] is True
     assert s.tree() == before

@@ -26,7 +26,7 @@ from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.contract.model import CONTRACT_FILE
 from paella_tui.supervisor.run.decisions import Decision
-from paella_tui.supervisor.run.events import GateResult, RecoveryFacts
+from paella_tui.supervisor.run.events import Ending, GateResult, RecoveryFacts
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
 from paella_tui.supervisor.store.rollback import rollback
@@ -101,13 +101,15 @@ def make_facts(
     *,
     regressed: bool = True,
     base: bool = True,
-    ending: str = "crash",
-    how: str = "exit 1, attempt 2",
+    ending: Ending = "crash",
+    how: str = "exit 1",
+    attempt: int | None = 2,
 ) -> RecoveryFacts:
     record = base_record() if base else None
     return RecoveryFacts(
-        ending=ending,  # type: ignore[arg-type]
+        ending=ending,
         how=how,
+        attempt=attempt,
         tail=(
             *(f"● Editing src/ledger/ingest.py step {i}" for i in range(30)),
             "Error: unexpected end of stream",
@@ -165,15 +167,15 @@ class TestRecoveryFacts:
     async def test_titles_say_plainly_how_it_ended(self) -> None:
         cases = [
             (
-                make_facts(ending="stopped", how="stopped by you, attempt 3"),
+                make_facts(ending="stopped", how="stopped by you", attempt=3),
                 "■ You stopped the agent",
             ),
             (
-                make_facts(ending="claimed-done", how="exit 0, attempt 1", regressed=False),
+                make_facts(ending="claimed-done", how="exit 0", attempt=1, regressed=False),
                 "⚠ The agent said it was done, but gates are red",
             ),
             (
-                make_facts(ending="signal", how="killed by SIGKILL, attempt 4"),
+                make_facts(ending="signal", how="killed by SIGKILL", attempt=4),
                 "✗ The agent died: killed by SIGKILL (attempt 4)",
             ),
         ]

@@ -97,7 +97,7 @@ class TestRecoverySnapshots:
         self, snap_compare: SnapCompare, size: tuple[int, int]
     ) -> None:
         facts = make_facts(
-            regressed=False, base=False, ending="stopped", how="stopped by you, attempt 1"
+            regressed=False, base=False, ending="stopped", how="stopped by you", attempt=1
         )
         app = host(lambda: RecoveryScreen(facts, run=no_run()))
         assert snap_compare(app, press=["r"], terminal_size=size)

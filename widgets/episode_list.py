@@ -4,8 +4,6 @@ the agent is on (●), which wait (◌), and which were complete once and are br
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 from rich.text import Text
 from textual.message import Message
@@ -13,9 +11,9 @@ from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from paella_tui.widgets.fitted_table import FittedTable, fit
+from paella_tui.widgets.rows import EpisodeRow as EpisodeRow
+from paella_tui.widgets.rows import EpisodeState as EpisodeState
 from paella_tui.widgets.symbols import PASS, PENDING, REGRESSION_STYLE, RUNNING, WARNING
-
-EpisodeState = Literal["complete", "current", "pending", "broken"]
 
 _MARKS: dict[str, tuple[str, str]] = {
     "complete": (PASS, "$text-success"),
@@ -23,21 +21,6 @@ _MARKS: dict[str, tuple[str, str]] = {
     "pending": (PENDING, "dim"),
     "broken": (WARNING, REGRESSION_STYLE),
 }
-
-
-@dataclass(frozen=True)
-class EpisodeRow:
-    """One episode as the list shows it."""
-
-    n: int
-    name: str
-    state: EpisodeState
-    gates_green: int = 0
-    """How many of this episode's own gates are green now."""
-    gates_total: int = 0
-    checkpoint: int | None = None
-    """The checkpoint that completed it (the newest one), if any."""
-    goal: str = ""
 
 
 class EpisodeList(FittedTable):

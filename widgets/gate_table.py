@@ -8,7 +8,6 @@ colour.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from rich.text import Text
 from textual.message import Message
@@ -16,6 +15,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from paella_tui.widgets.fitted_table import FittedTable, fit
+from paella_tui.widgets.rows import GateRow as GateRow
 from paella_tui.widgets.symbols import (
     GATE_MARKS,
     GATE_STYLES,
@@ -26,27 +26,6 @@ from paella_tui.widgets.symbols import (
     age,
     short_duration,
 )
-
-
-@dataclass(frozen=True)
-class GateRow:
-    """One gate as the table shows it."""
-
-    name: str
-    status: str = "pending"
-    """pending | running | pass | fail | timeout | error | stale | flaky."""
-    duration_s: float | None = None
-    finished_at: float | None = None
-    """Wall-clock time of the last verdict, or None if it never ran."""
-    ever_green: bool = False
-    """Green on some tree of this run (since the last rollback)."""
-    regressed: bool = False
-    """Was green, is red now."""
-    message: str = ""
-    """Why, in words, for a timeout or a gate that could not run."""
-    rerunning: bool = False
-    """Running again; ``status`` is the last verdict, marked ``●``."""
-
 
 WIDE = 46
 """From this width the table also says when each gate last ran."""

@@ -121,7 +121,7 @@ class RecoveryPanel(Widget):
     @staticmethod
     def fact_rows(facts: RecoveryFacts) -> list[tuple[str, Content]]:
         """The labelled facts, before wrapping: ended, last good, gates now, changed."""
-        rows: list[tuple[str, Content]] = [("Ended", Content(facts.how))]
+        rows: list[tuple[str, Content]] = [("Ended", Content(facts.how_and_attempt))]
         base = facts.base
         if base is None:
             rows.append(

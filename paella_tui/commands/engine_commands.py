@@ -10,7 +10,6 @@ import secrets
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,8 +24,6 @@ from paella_tui.supervisor.run.run_view import RunView, process_alive
 from paella_tui.supervisor.run.runs import Run
 
 if TYPE_CHECKING:
-    from paella_tui.supervisor.contract.model import Contract
-    from paella_tui.supervisor.judge.evaluation import Evaluator
     from paella_tui.supervisor.run.decisions import OnDeath
     from paella_tui.supervisor.run.events import Event
 
@@ -189,32 +186,6 @@ def _limit_reset(run_: Run, *, now: bool) -> float | None:
     return float(until)
 
 
-def judging_evaluator(
-    run_: Run, contract: Contract, emit: Callable[[Event], None], view: RunView | None
-) -> Evaluator:
-    """An evaluator that judges the tree for a person (``paella gates``, ``g`` with no agent):
-    it takes no checkpoint, and what counts as "was green" starts at the last rollback, so a
-    gate green only on abandoned work is no regression."""
-    from paella_tui.supervisor.judge.byproducts import snapshotter_for
-    from paella_tui.supervisor.judge.evaluation import Evaluator
-
-    records = view.of_kind("gate-finished", "rollback-done") if view is not None else []
-    last = max((i for i, r in enumerate(records) if r.get("kind") == "rollback-done"), default=-1)
-    base = view.last_green_checkpoint if view is not None else None
-    evaluator = Evaluator(
-        run=run_,
-        contract=contract,
-        emit=emit,
-        snapshotter=snapshotter_for(run_.workspace, contract),
-        base=base,
-        checkpoints=False,
-    )
-    if last >= 0:
-        evaluator.set_base(base, restart_history=True)
-    evaluator.seed(records[last + 1 :])
-    return evaluator
-
-
 def gates(args: argparse.Namespace) -> int:
     """Evaluate every gate once on the current tree and print the results (exit 1 if any is red)."""
     from paella_tui.headless import describe_event
@@ -239,6 +210,8 @@ def gates(args: argparse.Namespace) -> int:
                 print(line, flush=True)
 
     async def main() -> int:
+        from paella_tui.supervisor.run.offline import judging_evaluator
+
         evaluator = judging_evaluator(run_, contract, emit, view)
         try:
             finished = await evaluator.evaluate("paella gates", force=True)

@@ -272,6 +272,8 @@ class RecoveryFacts:
     ending: Ending
     how: str
     """How it ended, in words: ``exit 1``, ``killed by SIGSEGV``, ``stopped by you``."""
+    attempt: int | None = None
+    """The number of the attempt that ended (None in a ledger written before it was recorded)."""
     tail: tuple[str, ...]
     base: SnapshotRecord | None
     """The last green checkpoint (the base), if any."""
@@ -291,6 +293,11 @@ class RecoveryFacts:
     before_break: SnapshotRecord | None = None
     """The last step where every gate green at the base still passes: a finer last good state."""
 
+    @property
+    def how_and_attempt(self) -> str:
+        """``exit 1, attempt 2``: how it ended and which attempt, for one line of text."""
+        return self.how if self.attempt is None else f"{self.how}, attempt {self.attempt}"
+
 
 @dataclass(frozen=True, kw_only=True)
 class RecoveryNeeded(Event):
@@ -305,6 +312,7 @@ class RecoveryNeeded(Event):
         return {
             "ending": f.ending,
             "how": f.how,
+            "attempt": f.attempt,
             "tail": list(f.tail[-20:]),
             "base": f.base.n if f.base else None,
             "regressions": list(f.regressions),

@@ -8,86 +8,32 @@ handoff. Checks never raise: a mirror that cannot be read makes them weaker, not
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
-from paella_tui.supervisor.base.files import read_regular_file, write_atomic
-from paella_tui.supervisor.contract.model import MAX_CONTRACT_BYTES
-from paella_tui.supervisor.run.ledger import LedgerRead, utc_now
+from paella_tui.supervisor.base.files import write_atomic
+from paella_tui.supervisor.run.frozen_contract import (
+    FrozenContract as FrozenContract,
+)
+from paella_tui.supervisor.run.frozen_contract import (
+    recorded_contract_sha as recorded_contract_sha,
+)
+from paella_tui.supervisor.run.frozen_contract import restore_runs as restore_runs
+from paella_tui.supervisor.run.frozen_contract import sha256_hex as _sha
+from paella_tui.supervisor.run.frozen_contract import stamp as _stamp
+from paella_tui.supervisor.run.frozen_contract import verified_contract
+from paella_tui.supervisor.run.ledger import LedgerRead
 from paella_tui.supervisor.run.runs import Run
-from paella_tui.supervisor.store.mirror import CONTRACT_NAME, LEDGER_NAME, Mirror
-
-
-@dataclass
-class FrozenContract:
-    """The text a run is held to, and what was wrong with the copy in the repository."""
-
-    text: str | None
-    findings: list[str] = field(default_factory=list)
-
-
-def recorded_contract_sha(read: LedgerRead) -> str | None:
-    """The sha256 of the frozen contract as the run's first (trusted) ``run-started`` says."""
-    for index, record in enumerate(read.records):
-        if record.get("kind") == "run-started":
-            if not read.trusted(index):
-                return None
-            info = record.get("contract")
-            sha = info.get("sha256") if isinstance(info, dict) else None
-            return sha if isinstance(sha, str) else None
-    return None
+from paella_tui.supervisor.store.mirror import LEDGER_NAME, Mirror
 
 
 def frozen_contract(
     run: Run, read: LedgerRead | None = None, *, restore: bool = False
 ) -> FrozenContract:
-    """The frozen contract's text, verified against its recorded sha256 and the mirror's copy.
-
-    A copy that differs from the recorded hash is drift: the mirror's copy (when its hash is the
-    recorded one) is the contract the run is judged by, and with ``restore`` it is put back.
-    """
+    """The frozen contract's text, verified against its recorded sha256 and the mirror's copy
+    (see :func:`~paella_tui.supervisor.run.frozen_contract.verified_contract`)."""
     read = read if read is not None else run.ledger.read()
-    path = run.contract_copy
-    try:
-        data: bytes | None = path.read_bytes() if path.is_file() else None
-    except OSError:
-        data = None
-    recorded = recorded_contract_sha(read)
-    if data is not None and recorded is not None and _sha(data) == recorded:
-        return FrozenContract(data.decode("utf-8", errors="replace"))  # the common case: no git
-    mirror = Mirror.for_workspace(run.workspace)
-    copy = mirror.state(run.run_id)
-    expected = recorded or (copy.contract_sha256 if copy is not None else None)
-    if expected is None:
-        # No hash anywhere: a manual run (no contract), or a ledger from before hashes.
-        return FrozenContract(data.decode("utf-8", errors="replace") if data is not None else None)
-    if data is not None and _sha(data) == expected:
-        return FrozenContract(data.decode("utf-8", errors="replace"))
-    what = "is missing" if data is None else "was changed after the run started"
-    findings = [
-        f"the run's frozen contract {path} {what} (its sha256 is no longer the one recorded)"
-    ]
-    mirrored = mirror.read_file(run.run_id, CONTRACT_NAME)
-    if mirrored is not None and _sha(mirrored) == expected:
-        findings[0] += f"; the run is judged by the mirror's copy ({mirror.describe()})"
-        if restore:
-            with contextlib.suppress(OSError):
-                if data is not None:
-                    write_atomic(path.with_name(f"contract.toml.changed-{_stamp()}"), data)
-                write_atomic(path, mirrored)
-                findings[0] += ", restored"
-        return FrozenContract(mirrored.decode("utf-8", errors="replace"), findings)
-    live = run.workspace.root / "paella.toml"
-    with contextlib.suppress(OSError, ValueError):
-        text = read_regular_file(live, MAX_CONTRACT_BYTES)
-        if _sha(text) == expected:
-            findings[0] += "; paella.toml still holds the frozen text, so the run is judged by it"
-            return FrozenContract(text.decode("utf-8", errors="replace"), findings)
-    findings[0] += "; no trusted copy is left (not in the mirror, not paella.toml)"
-    return FrozenContract(None, findings)
+    return verified_contract(run.workspace, run.run_id, run.contract_copy, read, restore=restore)
 
 
 def ledger_against_mirror(run: Run, *, restore: bool = False) -> list[str]:
@@ -232,32 +178,3 @@ def check_run(run: Run, *, restore: bool = False) -> list[str]:
     findings += frozen_contract(run, read, restore=restore).findings
     findings += refs_against_mirror(run, read, restore=restore)
     return findings
-
-
-def restore_runs(run_dir_parent: Path, mirror: Mirror) -> list[str]:
-    """Bring back from the mirror the state folders of runs missing from ``runs/``."""
-    restored: list[str] = []
-    for run_id in mirror.run_ids():
-        folder = run_dir_parent / run_id
-        if folder.exists():
-            continue
-        files = {name: mirror.read_file(run_id, name) for name in (LEDGER_NAME, CONTRACT_NAME)}
-        if files[LEDGER_NAME] is None:
-            continue
-        try:
-            folder.mkdir(mode=0o700, parents=True)
-            for name, data in files.items():
-                if data is not None:
-                    write_atomic(folder / name, data)
-        except OSError:
-            continue
-        restored.append(run_id)
-    return restored
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _stamp() -> str:
-    return utc_now().replace(":", "").replace("-", "").replace(".", "")

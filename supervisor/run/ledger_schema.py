@@ -178,6 +178,7 @@ SCHEMAS: Mapping[str, Mapping[str, tuple[Check, bool]]] = {
     "recovery-needed": {
         "ending": (_str, True),
         "how": (_str, False),
+        "attempt": (_optional(_count), False),
         "tail": (_STRS, False),
         "base": (_optional(_count), False),
         "regressions": (_STRS, False),

@@ -75,7 +75,7 @@ class Recovery:
         facts = await asyncio.to_thread(self.facts, ending, exited, finished)
         self.emit(RecoveryNeeded(facts=facts))
         # The handoff is written while the person reads the facts, not before they see them.
-        handoff = asyncio.ensure_future(self.write_handoff(ending=facts.how))
+        handoff = asyncio.ensure_future(self.write_handoff(ending=facts.how_and_attempt))
         decision = await self.decisions.receive(facts)
         await handoff
         if decision.by == "policy":

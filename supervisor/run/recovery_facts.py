@@ -50,7 +50,8 @@ def recovery_facts(
     found, before_break = breaks.facts(regressions)
     return RecoveryFacts(
         ending=ending,
-        how=f"{how}, attempt {exited.attempt}",
+        how=how,
+        attempt=exited.attempt,
         tail=exited.tail[-15:],
         base=base,
         gates_now=judged.results,

@@ -69,9 +69,10 @@ class Run:
         """The frozen contract, verified against its recorded sha256 (a changed copy gives way to
         the mirror's); None for a manual run, or when no trusted copy is left (see integrity)."""
         from paella_tui.supervisor.contract.loader import parse_contract
-        from paella_tui.supervisor.run.integrity import frozen_contract
+        from paella_tui.supervisor.run.frozen_contract import verified_contract
 
-        text = frozen_contract(self, read).text
+        read = read if read is not None else self.ledger.read()
+        text = verified_contract(self.workspace, self.run_id, self.contract_copy, read).text
         if text is None:
             return None
         return parse_contract(text, self.contract_copy, default_name=self.workspace.root.name)
@@ -98,7 +99,7 @@ class RunStore:
         )
 
     def _restore_from_mirror(self) -> None:
-        from paella_tui.supervisor.run.integrity import restore_runs
+        from paella_tui.supervisor.run.frozen_contract import restore_runs
         from paella_tui.supervisor.store.mirror import Mirror
 
         mirror = Mirror.for_workspace(self.workspace)

@@ -1,0 +1,78 @@
+"""What a person can do to a run with no run loop alive (after a stop, or from the command line):
+judge every gate once, take a manual checkpoint, roll back. The engine makes and records the
+events; the caller shows them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from paella_tui.supervisor.contract.model import Contract
+from paella_tui.supervisor.judge.byproducts import snapshotter_for
+from paella_tui.supervisor.judge.evaluation import Evaluator
+from paella_tui.supervisor.run.events import CheckpointTaken, EvaluationFinished, Event, RolledBack
+from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.store.rollback import rollback
+
+
+def judging_evaluator(
+    run_: Run, contract: Contract, emit: Callable[[Event], None], view: RunView | None
+) -> Evaluator:
+    """An evaluator that judges the tree for a person (``paella gates``, ``g`` with no agent):
+    it takes no checkpoint, and what counts as "was green" starts at the last rollback, so a
+    gate green only on abandoned work is no regression."""
+    records = view.of_kind("gate-finished", "rollback-done") if view is not None else []
+    last = max((i for i, r in enumerate(records) if r.get("kind") == "rollback-done"), default=-1)
+    base = view.last_green_checkpoint if view is not None else None
+    evaluator = Evaluator(
+        run=run_,
+        contract=contract,
+        emit=emit,
+        snapshotter=snapshotter_for(run_.workspace, contract),
+        base=base,
+        checkpoints=False,
+    )
+    if last >= 0:
+        evaluator.set_base(base, restart_history=True)
+    evaluator.seed(records[last + 1 :])
+    return evaluator
+
+
+async def judge_once(
+    run_: Run, contract: Contract, emit: Callable[[Event], None], view: RunView | None
+) -> EvaluationFinished:
+    """Every gate once on the tree as it is, each event recorded in the run's ledger, then
+    handed to ``emit``."""
+
+    def record(event: Event) -> None:
+        if event.kind is not None:
+            run_.ledger.append(event.kind, **event.record())
+        emit(event)
+
+    evaluator = judging_evaluator(run_, contract, record, view)
+    try:
+        return await evaluator.evaluate("g", force=True)
+    finally:
+        await evaluator.close()
+
+
+def checkpoint_now(run_: Run, contract: Contract | None) -> CheckpointTaken:
+    """A manual checkpoint with no gates judged (so none claimed green), recorded. Blocks."""
+    record = take_checkpoint(
+        run_, snapshotter_for(run_.workspace, contract), episode="manual", label="manual checkpoint"
+    )
+    return CheckpointTaken(record_=record)
+
+
+def roll_back_now(run_: Run, contract: Contract | None, target: SnapshotRecord) -> RolledBack:
+    """The engine's rollback to ``target``, salvaging the tree first, recorded. Blocks."""
+    result = rollback(run_, target, snapshotter=snapshotter_for(run_.workspace, contract))
+    return RolledBack(target=target, salvage=result.salvage)
+
+
+def tree_now(run_: Run, why: str = "a snapshot for the diff") -> str:
+    """The tree of the workspace now: a snapshot under paella's lock, with the run's contract's
+    exclusions (blocking git: from asyncio, call it in a thread)."""
+    snapshotter = snapshotter_for(run_.workspace, run_.load_contract())
+    return snapshotter.take_locked(why).tree
