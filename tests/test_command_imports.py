@@ -79,8 +79,8 @@ ALLOWED = {
     ("status", "--tmux"): STATUS,
     ("status",): STATUS,
     ("status", "--json"): STATUS,
-    # The log says each record as the headless printer says its event.
-    ("log",): STATUS | {"paella_tui.ledger_text", "paella_tui.headless"},
+    # The log says each record as the headless printer says its event (one describe).
+    ("log",): STATUS | {"paella_tui.ledger_text", "paella_tui.event_text"},
     ("checkpoints",): SNAPSHOTS,
     ("checkpoint", "--label", "x"): SNAPSHOTS,
     # The parser is its own module (``cli_parser``), so ``cli`` stays the dispatch and its errors.
