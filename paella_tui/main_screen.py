@@ -14,6 +14,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from paella_tui.output_feed import OutputFeed
 from paella_tui.run_board import RunBoard
 from paella_tui.supervisor.agent.output_tail import OutputTail
 from paella_tui.widgets.agent_log import AgentLog
@@ -41,6 +42,7 @@ class MainScreen(Screen[None]):
         self._pending: tuple[RunBoard, str | None] | None = None
         self._now = 0.0
         self._tail: OutputTail | None = None
+        self._feed: OutputFeed | None = None
         self._board: RunBoard | None = None
         # The screen's own children, kept so that setting them never depends on the DOM (the
         # App's clock may tick while the screen is being taken down).
@@ -151,11 +153,20 @@ class MainScreen(Screen[None]):
         self._gates.now = now
 
     def attach_output(self, tail: OutputTail) -> None:
-        """Show this output tail (each run loop has its own)."""
+        """Show this output tail (each run loop has its own): its lines reach the log as data;
+        the old lines stay above the new tail's."""
         self._tail = tail
         if not self._ready:
             return
-        self._log.source = tail
+        if self._feed is not None:
+            self._feed.stop()
+        self._feed = OutputFeed(tail, self._log.show)
+        self._feed.start()
+
+    def on_unmount(self) -> None:
+        """Stop taking output: the tail outlives the screen."""
+        if self._feed is not None:
+            self._feed.stop()
 
     def open_search(self) -> None:
         """``/``: search the agent's output."""

@@ -24,6 +24,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from paella_tui.app import PaellaApp
+from paella_tui.output_feed import OutputFeed
 from paella_tui.run_board import RunBoard
 from paella_tui.supervisor.agent.decoded_tail import DecodedTail
 from paella_tui.supervisor.agent.output_tail import OutputSink, OutputTail, strip_sgr
@@ -104,7 +105,7 @@ class LogApp(App[None]):
         yield AgentLog(id="log")
 
     def on_mount(self) -> None:
-        self.query_one(AgentLog).source = self.tail
+        OutputFeed(self.tail, self.query_one(AgentLog).show).start()
 
 
 class TestAgentLogShowsTheStreamReadably:

@@ -16,12 +16,14 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.color import Color as TextualColor
 
+from paella_tui.output_feed import OutputFeed
 from paella_tui.supervisor.agent.output_tail import OutputTail
 from paella_tui.supervisor.run.events import DriftDetected, DriftKind, GateStatus
-from paella_tui.widgets.agent_log import AgentLog, OutputView
+from paella_tui.widgets.agent_log import AgentLog
 from paella_tui.widgets.drift_feed import DriftFeed
 from paella_tui.widgets.episode_list import EpisodeList, EpisodeRow
 from paella_tui.widgets.gate_table import GateRow, GateTable
+from paella_tui.widgets.output_view import OutputView
 from paella_tui.widgets.run_header import RunHeader
 from paella_tui.widgets.theme_styles import theme_style
 
@@ -178,7 +180,7 @@ class LogHost(App[None]):
         yield AgentLog(id="log")
 
     def on_mount(self) -> None:
-        self.query_one(AgentLog).source = self.tail
+        OutputFeed(self.tail, self.query_one(AgentLog).show).start()
 
 
 def segment_colour(view: OutputView, y: int, word: str) -> Color | None:

@@ -33,7 +33,8 @@ from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.run.events import AgentExited, DriftDetected, Notice
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.workspace import Workspace
-from paella_tui.widgets.agent_log import AgentLog, OutputView
+from paella_tui.widgets.agent_log import AgentLog
+from paella_tui.widgets.output_view import OutputView
 
 AGENT = Path(__file__).parent / "agents" / "episodes.py"
 SIZE = (120, 36)

@@ -33,7 +33,6 @@ from paella_tui.supervisor.store.rollback import rollback
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 from paella_tui.widgets.recovery_panel import RecoveryPanel
-from paella_tui.widgets.rollback_progress import RollbackProgress
 
 RUN_ID = "20261129-021455-ab12"
 
@@ -642,24 +641,3 @@ class TestHelp:
             await pilot.press("escape")
             await pilot.pause()
         assert app.results == [None]
-
-
-class TestRollbackProgress:
-    async def test_shows_working_then_the_salvage_ref_to_undo_with(self) -> None:
-        class ProgressHost(App[None]):
-            def compose(self):  # type: ignore[no-untyped-def]
-                yield RollbackProgress("Rolling back to checkpoint 2…")
-
-        app = ProgressHost()
-        async with app.run_test(size=(100, 10)) as pilot:
-            progress = app.query_one(RollbackProgress)
-            await pilot.pause()
-            assert "Rolling back to checkpoint 2…" in screen_text(app)
-            assert "saved first, so this can be undone" in screen_text(app)
-            progress.salvage_ref = f"refs/paella/{RUN_ID}/salvage/3"
-            progress.status = "Rolled back to checkpoint 2: 4 paths restored"
-            progress.state = "done"
-            await pilot.pause()
-            text = screen_text(app)
-        assert "✓ Rolled back to checkpoint 2: 4 paths restored" in text
-        assert "salvage:3" in text and "paella rollback salvage:3 --yes" in text

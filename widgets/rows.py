@@ -1,5 +1,6 @@
-"""The rows the lists and tables show: plain frozen data, made by the board from the run's state
-and handed to the widgets (no Textual here, so the board needs no widget module for them)."""
+"""The data the widgets are handed: the rows the lists and tables show, and the agent's output in
+batches. Plain frozen data (no Textual here), made by the board and the screens from the run's
+state and the engine's output, so nothing outside ``widgets`` needs a widget module for them."""
 
 from __future__ import annotations
 
@@ -42,3 +43,12 @@ class EpisodeRow:
     checkpoint: int | None = None
     """The checkpoint that completed it (the newest one), if any."""
     goal: str = ""
+
+
+@dataclass(frozen=True)
+class OutputBatch:
+    """New output of the agent for the log: complete lines (with their SGR colours), oldest
+    first, and the unfinished last line as it stands (empty when the output ends a line)."""
+
+    lines: tuple[str, ...]
+    partial: str = ""

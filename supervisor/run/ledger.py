@@ -1,5 +1,12 @@
 """The ledger: a run's append-only event record, one JSON object a line, fsynced per record.
 
+One writer thread per ledger file writes every record of the process, in the order they were
+handed over, each fsynced before it is acknowledged: :meth:`Ledger.append` waits for that (a
+checkpoint's record is on disk before the call returns, after its ref reached the mirror), and
+:meth:`Ledger.append_soon` does not (the run loop's events: Textual's event loop never waits on
+an fsync). :meth:`Ledger.read` first waits for what was handed over, so a reader in the same
+process sees every record written before it asked; :meth:`Ledger.flush` waits without reading.
+
 Records are hash-chained: each carries ``prev``, a hash of the line before it, so an edited,
 inserted, deleted or forged line breaks the chain where it was made. A reader names the first
 break, keeps reading what it can, and marks every record from the break on as untrusted (a
@@ -13,10 +20,14 @@ with a warning, never a traceback.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -84,44 +95,34 @@ class LedgerRead:
 
 
 class Ledger:
-    """Appends event records to ``events.jsonl`` and reads them back."""
+    """Appends event records to ``events.jsonl`` (through the file's one writer) and reads them."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def append(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """Write one record durably (fsync) and return it; ``t`` and ``kind`` come first."""
-        ensure_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
-        try:
-            # Writers in two processes (a run and `paella checkpoint`) must not both chain onto
-            # the same last line.
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self._repair_torn_tail(fd)
-            fields.pop(CHAIN_FIELD, None)
-            record: dict[str, Any] = {
-                "t": utc_now(),
-                "kind": kind,
-                **fields,
-                CHAIN_FIELD: line_hash(_last_line(fd)),
-            }
-            line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-            # One write call per record: O_APPEND keeps concurrent writers' records whole.
-            os.write(fd, line.encode() + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return record
+        """Write one record durably (fsync) and return it; ``t`` and ``kind`` come first.
+        Blocks until it is on disk (never call it on an event loop: :meth:`append_soon`)."""
+        fields.pop(CHAIN_FIELD, None)
+        record = {"kind": kind, **fields}
+        # Tried even after a failed write (the disk may have room again): a success clears it.
+        return writer_for(self.path).submit(record, check=False).wait()
 
-    def _repair_torn_tail(self, fd: int) -> None:
-        # After a crash mid-write the file may end without a newline; start the next record on a
-        # fresh line so that only the torn record is lost, never the one written after it.
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            os.write(fd, b"\n")
+    def append_soon(self, kind: str, **fields: Any) -> Pending:
+        """Hand one record to the writer and return at once; its :meth:`Pending.wait` returns the
+        record once it is on disk. Raises the error that stopped an earlier record."""
+        fields.pop(CHAIN_FIELD, None)
+        return writer_for(self.path).submit({"kind": kind, **fields})
+
+    def flush(self) -> None:
+        """Wait until every record handed over so far is on disk (raises what stopped one)."""
+        writer_for(self.path).flush()
 
     def read(self) -> LedgerRead:
         """All usable records; unusable lines are skipped and described, never fatal."""
+        with contextlib.suppress(OSError):
+            # What could not be written is not there to read: the file says the rest.
+            self.flush()
         try:
             if self.path.exists() and not self.path.is_file():
                 return LedgerRead((), (f"{self.path}: not a regular file; no record read",))
@@ -133,6 +134,146 @@ class Ledger:
         except OSError as err:
             return LedgerRead((), (f"{self.path}: cannot be read ({err.strerror or err})",))
         return parse(data, self.path)
+
+
+class Pending:
+    """A record handed to the writer: :meth:`wait` returns it once it is on disk."""
+
+    def __init__(self, record: dict[str, Any] | None) -> None:
+        self.record = record
+        """The record (None: a marker that only waits for the ones before it)."""
+        self.error: OSError | None = None
+        self._done = threading.Event()
+
+    @property
+    def durable(self) -> bool:
+        """It is on disk (fsynced)."""
+        return self._done.is_set() and self.error is None
+
+    def wait(self) -> dict[str, Any]:
+        """Block until the record is on disk; the record as written (with its chain link)."""
+        self._done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.record or {}
+
+    def settle(self, error: OSError | None) -> None:
+        """The writer is done with it (``error``: why it is not on disk)."""
+        self.error = error
+        self._done.set()
+
+
+class LedgerWriter:
+    """The one thread that writes a ledger file for this process, records in the order handed."""
+
+    BATCH = 256
+    """At most this many records share one lock, one write pass and one fsync."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._queue: queue.SimpleQueue[Pending] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._last: Pending | None = None
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="paella-ledger", daemon=True)
+        self._thread.start()
+
+    @property
+    def thread(self) -> threading.Thread:
+        """The writer thread (the only one that writes or fsyncs this ledger)."""
+        return self._thread
+
+    def submit(self, record: dict[str, Any] | None, *, check: bool = True) -> Pending:
+        """Queue ``record`` behind everything queued before it; with ``check``, raises the error
+        of the newest batch written if it failed (the disk is full: the caller stops instead of
+        handing over more that cannot be kept)."""
+        if check and self._error is not None:
+            raise self._error
+        with self._lock:  # the queue's order is the order of ``_last`` and of the times
+            pending = Pending({"t": utc_now(), **record} if record is not None else None)
+            self._queue.put(pending)
+            self._last = pending
+        return pending
+
+    def flush(self) -> None:
+        """Wait until everything submitted so far is on disk."""
+        with self._lock:
+            last = self._last
+        if last is not None:
+            last.wait() if last.record is not None else last._done.wait()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < self.BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            error: OSError | None = None
+            try:
+                _write_batch(self.path, [p.record for p in batch if p.record is not None])
+            except OSError as err:
+                error = err
+            self._error = error  # a later batch that is written clears it
+            for pending in batch:
+                pending.settle(error)
+
+
+def _write_batch(path: Path, records: list[dict[str, Any]]) -> None:
+    """Append ``records`` in order, each chained to the line before it; one fsync for all."""
+    if not records:
+        return
+    ensure_dir(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    try:
+        # Writers in two processes (a run and `paella checkpoint`) must not both chain onto
+        # the same last line.
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _repair_torn_tail(fd)
+        previous = _last_line(fd)
+        for record in records:
+            record[CHAIN_FIELD] = line_hash(previous)
+            line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+            previous = line.encode()
+            # One write call per record: O_APPEND keeps concurrent writers' records whole.
+            os.write(fd, previous + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _repair_torn_tail(fd: int) -> None:
+    # After a crash mid-write the file may end without a newline; start the next record on a
+    # fresh line so that only the torn record is lost, never the one written after it.
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        os.write(fd, b"\n")
+
+
+_WRITERS: dict[Path, LedgerWriter] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def writer_for(path: Path) -> LedgerWriter:
+    """The process's writer for the ledger at ``path`` (every :class:`Ledger` of it shares it,
+    so a read through one sees what another handed over)."""
+    key = Path(os.path.abspath(path))
+    with _WRITERS_LOCK:
+        writer = _WRITERS.get(key)
+        if writer is None:
+            writer = _WRITERS[key] = LedgerWriter(key)
+        return writer
+
+
+@atexit.register
+def flush_all() -> None:
+    """Every record handed over reaches the disk before the process exits normally."""
+    with _WRITERS_LOCK:
+        writers = list(_WRITERS.values())
+    for writer in writers:
+        with contextlib.suppress(OSError):
+            writer.flush()  # a failure was said when it happened (to append or flush)
 
 
 def parse(data: bytes, path: Path) -> LedgerRead:

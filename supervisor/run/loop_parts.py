@@ -158,7 +158,8 @@ class LoopParts:
         if isinstance(event, EvaluationStarted):
             self.recovery.evaluating_tree = event.tree
         if event.kind is not None:
-            self.run_.ledger.append(event.kind, **event.record())
+            # Written by the ledger's own thread, in order: the event loop never waits on fsync.
+            self.run_.ledger.append_soon(event.kind, **event.record())
         self.breaks.observe(event)
         self.drift.observe(event)
         self._consumer(event)
@@ -257,6 +258,9 @@ class LoopParts:
                 await task
         if self.agent is not None and self.agent.returncode is None:
             await self.agent.stop(self._stop_grace)
+        # The exit status is the verdict's: its records are on disk before it is returned.
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(self.run_.ledger.flush)
 
     async def _watching(self, watcher: asyncio.Task[None]) -> None:
         """Wait until the watches exist (or the watcher failed): an edit the agent made before
@@ -310,5 +314,5 @@ class LoopParts:
             self._consumer(event)
             if time.monotonic() - last_persist >= STATS_PERSIST_EVERY_S:
                 last_persist = time.monotonic()
-                self.run_.ledger.append("agent-stats", **event.record())
+                self.run_.ledger.append_soon("agent-stats", **event.record())
             self.drift.stall(self.attempts.last_activity, time.monotonic())

@@ -47,7 +47,7 @@ async def judge_once(
 
     def record(event: Event) -> None:
         if event.kind is not None:
-            run_.ledger.append(event.kind, **event.record())
+            run_.ledger.append_soon(event.kind, **event.record())
         emit(event)
 
     evaluator = judging_evaluator(run_, contract, record, view)

@@ -221,6 +221,8 @@ def save_to_mirror(
     ``mirror-failed``."""
     from paella_tui.supervisor.store.mirror import Mirror
 
+    with contextlib.suppress(OSError):
+        run.ledger.flush()  # the copy carries every record handed over so far
     with _MIRROR_LOCK:
         problem = Mirror.for_workspace(run.workspace).save(
             run.run_id, run.dir, new_refs, state=state
