@@ -401,6 +401,11 @@ class PaellaApp(RunKeys):
         return self._signal_code if self._signal_code is not None else self.exit_code
 
     def _leave(self) -> None:
+        task = self._engine_task
+        if task is not None and task.done() and not task.cancelled() and not task.exception():
+            # The loop has returned, but its worker's news may still be queued (a quit right
+            # after the verdict): the status is the loop's all the same.
+            self.exit_code = task.result()
         if self._signals.terminal_lost:
             # The run is recorded and the agent stopped. Textual's shutdown would now restore a
             # terminal that no longer exists, and can block forever writing to it: exit here.
