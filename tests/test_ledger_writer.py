@@ -156,7 +156,7 @@ def test_a_write_error_reaches_the_caller_and_a_later_write_recovers(tmp_path: P
 def test_a_real_run_never_fsyncs_the_ledger_on_its_event_loop(
     repo: Path, tmp_path: Path, fsyncs: list[tuple[int, str]]
 ) -> None:
-    from paella_tui.supervisor.contract.model import parse_contract
+    from paella_tui.supervisor.contract.loader import parse_contract
     from paella_tui.supervisor.run.decisions import policy
     from paella_tui.supervisor.run.run_loop import RunLoop
     from paella_tui.supervisor.run.runs import RunStore
