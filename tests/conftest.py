@@ -8,7 +8,10 @@ commits, ``NO_COLOR`` set and ``PAELLA_STATE_DIR`` unset, so that a developer's 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -62,6 +65,39 @@ def isolated_git_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterat
         for name, value in TEST_IDENTITY.items():
             mp.setenv(name, value)
         yield
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run first: pytest-xdist hands tests out in collection order, and a
+    long test started last keeps one worker busy while the others are idle. (The order within
+    each kind is kept; every worker sorts the same way, as xdist requires.)"""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every process of this pytest session shares: under pytest-xdist each worker has
+    its own base temp, and their common parent is the session's."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def session_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path | None]:
+    """Build something expensive and read-only once per session, whichever worker gets there
+    first: yields the empty folder ``<session>/<name>`` to fill, or None when another worker
+    already filled it (the others wait on a lock meanwhile). The folder is kept only if the
+    build finished."""
+    root = session_root(tmp_path_factory)
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            yield None
+            return
+        shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+        folder.mkdir()
+        yield folder
+        done.touch()
 
 
 @pytest.fixture(autouse=True)

@@ -25,6 +25,7 @@ import psutil
 import pytest
 from conftest import run_paella
 from textual.pilot import Pilot
+from waiting import wait_until, wait_until_async
 
 from paella_tui.commands.demo_command import _demo_dir
 from paella_tui.demo import scenario
@@ -233,11 +234,14 @@ def screen_text(app: Any) -> str:
 
 async def until(pilot: Pilot[int], condition: Callable[[], bool], what: str) -> None:
     """Let the App run until ``condition()`` holds; fail with the screen if it never does."""
-    deadline = time.monotonic() + DEMO_TIMEOUT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}:\n{screen_text(pilot.app)}")
-        await pilot.pause(0.05)
+    await wait_until_async(
+        condition,
+        what,
+        timeout=DEMO_TIMEOUT_S,
+        interval=0.05,  # a condition that renders the screen costs CPU the App needs
+        show=lambda: screen_text(pilot.app),
+        pause=pilot.pause,
+    )
 
 
 @pytest.mark.slow
@@ -303,11 +307,7 @@ def test_demo_in_a_real_pane_recovers_with_the_suggested_key(tmp_path: Path) -> 
         return tmux("capture-pane", "-p", "-t", "demo")
 
     def wait_for(condition: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + DEMO_TIMEOUT_S
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}:\n{pane()}")
-            time.sleep(0.1)
+        wait_until(condition, what, timeout=DEMO_TIMEOUT_S, interval=0.05, show=pane)
 
     tmux("-f", os.devnull, "new-session", "-d", "-x", "120", "-y", "36", "-s", "demo", command)
     try:

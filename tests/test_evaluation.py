@@ -19,6 +19,7 @@ import tomli_w
 from conftest import make_repo
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from waiting import wait_until_async
 
 from paella_tui.supervisor.contract.loader import parse_contract
 from paella_tui.supervisor.contract.model import Contract
@@ -117,11 +118,12 @@ class Harness:
         return records(self.run, "checkpoints")
 
     async def wait_for(self, kind: type[E], count: int = 1, timeout: float = 10.0) -> E:
-        deadline = time.monotonic() + timeout
-        while len(self.of(kind)) < count:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {kind.__name__} #{count} within {timeout}s")
-            await asyncio.sleep(0.01)
+        await wait_until_async(
+            lambda: len(self.of(kind)) >= count,
+            f"{kind.__name__} #{count}",
+            timeout=timeout,
+            interval=0.01,
+        )
         return self.of(kind)[count - 1]
 
 

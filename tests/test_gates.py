@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from waiting import wait_until_async
 
 from paella_tui.supervisor.contract.model import Gate
 from paella_tui.supervisor.judge.gates import TAIL_LINES, log_tail, next_log_path, run_gate
@@ -195,9 +196,7 @@ async def test_log_files_are_numbered_per_gate(tmp_path: Path) -> None:
 async def test_cancelling_a_gate_kills_its_tree(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     task = asyncio.create_task(judge(make_gate(script("hang_with_children.py", pidfile)), tmp_path))
-    deadline = time.monotonic() + 10
-    while not pidfile.exists() and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    await wait_until_async(pidfile.exists, "the gate's pid file", timeout=10)
     pids = read_pids(pidfile)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -31,6 +31,7 @@ from run_scenarios import (
     new_children,
     section,
 )
+from waiting import wait_until
 
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.workspace import Workspace
@@ -95,12 +96,13 @@ class Project(PlannedRepo):
         return [r for r in records if not kinds or r["kind"] in kinds]
 
     def wait_ledger(self, kind: str, count: int = 1, timeout: float = 30.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while len(found := self.ledger(kind)) < count:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {kind} record #{count} in {timeout}s:\n{self.trace()}")
-            time.sleep(0.05)
-        return found[count - 1]
+        wait_until(
+            lambda: len(self.ledger(kind)) >= count,
+            f"{kind} record #{count}",
+            timeout=timeout,
+            show=self.trace,
+        )
+        return self.ledger(kind)[count - 1]
 
     def agent_pids(self) -> list[tuple[int, float | None]]:
         return [(r["pid"], r.get("create_time")) for r in self.ledger("agent-started")]
@@ -637,10 +639,7 @@ def test_a_signal_to_a_headless_run_stops_the_agent_and_is_recorded(
     proc = w.start("run", "--headless")
     try:
         w.wait_ledger("agent-started")
-        deadline = time.monotonic() + 30
-        while not w.pids_file.exists():
-            assert time.monotonic() < deadline, w.trace()
-            time.sleep(0.05)
+        wait_until(w.pids_file.exists, "the agent's pid file", show=w.trace)
     finally:
         proc.send_signal(sig)
         returncode, out, err = wait_exit(proc, timeout=30)

@@ -3,8 +3,10 @@ in the wheel built from the sdist and in the editable install; metadata that say
 and where it runs; and paella-tui next to supervisord's ``supervisor`` package in one
 environment, installed in both orders, each uninstalled in turn.
 
-The wheel and the sdist are built once per module with ``python -m build`` (build isolation
-fetches hatchling from the package index, as any user's build does).
+The wheel and the sdist are built once per session with ``python -m build`` (build isolation
+fetches hatchling from the package index, as any user's build does), by whichever pytest-xdist
+worker needs them first; the slow install tests then run side by side on different workers and
+share one pip cache.
 """
 
 from __future__ import annotations
@@ -22,11 +24,9 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
+from conftest import session_once, session_root
 
 from paella_tui import __version__
-
-# One worker for the module: its distributions (or its demo run) are built once per module.
-pytestmark = pytest.mark.xdist_group("packaging")
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST_INFO = f"paella_tui-{__version__}.dist-info"
@@ -59,12 +59,15 @@ def _build(*args: str) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
-    """``python -m build`` (sdist, then the wheel from the sdist) and a wheel straight from the tree."""
-    out = tmp_path_factory.mktemp("dist")
-    _build("--outdir", str(out / "via-sdist"), str(ROOT))
-    _build("--wheel", "--outdir", str(out / "from-tree"), str(ROOT))
+    """``python -m build`` (sdist, then the wheel from the sdist) and a wheel straight from the
+    tree, built once per session (the distributions are only read)."""
+    with session_once(tmp_path_factory, "dist") as build_into:
+        if build_into is not None:
+            _build("--outdir", str(build_into / "via-sdist"), str(ROOT))
+            _build("--wheel", "--outdir", str(build_into / "from-tree"), str(ROOT))
+    out = session_root(tmp_path_factory) / "dist"
     (sdist,) = (out / "via-sdist").glob("*.tar.gz")
     (wheel_from_sdist,) = (out / "via-sdist").glob("*.whl")
     (wheel_from_tree,) = (out / "from-tree").glob("*.whl")
@@ -167,10 +170,19 @@ def test_the_editable_install_exposes_only_paella_tui(tmp_path: Path) -> None:
 # --- next to supervisord ----------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session")
+def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One pip cache for the session's venvs: what one install downloaded or built, the next
+    one reuses (pip's cache is safe to share between processes)."""
+    with session_once(tmp_path_factory, "pip-cache"):
+        pass
+    return session_root(tmp_path_factory) / "pip-cache"
+
+
 class Venv:
     """A fresh virtual environment and the commands run in it."""
 
-    def __init__(self, path: Path, python: str = sys.executable) -> None:
+    def __init__(self, path: Path, pip_cache: Path, python: str = sys.executable) -> None:
         subprocess.run([python, "-m", "venv", str(path)], check=True)
         # Commands run beside the venv, never in the repository: its root holds a supervisor/
         # folder that `python -c` would import first.
@@ -178,6 +190,7 @@ class Venv:
         self.bin = path / "bin"
         self.env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
         self.env["PATH"] = f"{self.bin}{os.pathsep}{os.environ['PATH']}"
+        self.env["PIP_CACHE_DIR"] = str(pip_cache)
 
     def run(self, *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -214,9 +227,9 @@ def tree_digest(folder: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_paella_and_supervisord_live_in_one_environment_in_both_orders(
-    dists: Dists, tmp_path: Path
+    dists: Dists, pip_cache: Path, tmp_path: Path
 ) -> None:
-    venv = Venv(tmp_path / "venv")
+    venv = Venv(tmp_path / "venv", pip_cache)
     wheel = str(dists.wheel_from_sdist)
     runs = iter(range(10))
 
@@ -277,12 +290,14 @@ def find_python(minor: int) -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("minor", [12, 13])
-def test_the_wheel_runs_on_every_supported_python(dists: Dists, tmp_path: Path, minor: int) -> None:
+def test_the_wheel_runs_on_every_supported_python(
+    dists: Dists, pip_cache: Path, tmp_path: Path, minor: int
+) -> None:
     """The classifiers say 3.11 to 3.13: 3.11 runs this suite; the others install and play the demo."""
     python = find_python(minor)
     if python is None:
         pytest.skip(f"Python 3.{minor} is not installed on this machine")
-    venv = Venv(tmp_path / "venv", python)
+    venv = Venv(tmp_path / "venv", pip_cache, python)
     venv.pip("install", str(dists.wheel_from_sdist))
     where = tmp_path / "demo"
     out = venv.ok("paella", "demo", "--headless", "--fast", "--dir", str(where))

@@ -32,6 +32,7 @@ from run_scenarios import (
     new_children,
     section,
 )
+from waiting import wait_until_async
 
 from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.contract.model import Contract
@@ -249,11 +250,7 @@ async def assert_no_process_left(
 
 
 async def _wait_for(condition: Callable[[], bool], s: Scenario, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting\n{s.story()}")
-        await asyncio.sleep(0.02)
+    await wait_until_async(condition, "the scenario", timeout=timeout, show=s.story)
 
 
 @pytest.fixture(autouse=True)

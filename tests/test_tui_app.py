@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 import tomli_w
 from rich.style import Style
 from textual.pilot import Pilot
+from waiting import wait_until_async
 
 from paella_tui.app import PaellaApp
 from paella_tui.confirm_screen import ConfirmScreen
@@ -119,13 +119,15 @@ async def until(
     pilot: Pilot[int], condition: Callable[[], bool], what: str, timeout: float = WAIT_S
 ) -> None:
     """Let the App run until ``condition()`` holds; fail with the screen if it never does."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"timed out waiting for {what}; the screen:\n{screen_text(pilot.app)}"
-            )  # type: ignore[arg-type]
-        await pilot.pause(0.05)
+    # Every 50 ms: a condition that renders the screen costs CPU the App needs.
+    await wait_until_async(
+        condition,
+        what,
+        timeout=timeout,
+        interval=0.05,
+        show=lambda: screen_text(pilot.app),
+        pause=pilot.pause,
+    )
 
 
 def ledger(run: Run, kind: str) -> list[dict[str, Any]]:

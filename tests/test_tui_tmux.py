@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 import tomli_w
+from waiting import wait_until
 
 TMUX = shutil.which("tmux")
 AGENT = Path(__file__).parent / "agents" / "episodes.py"
@@ -73,11 +74,7 @@ def wait(
     condition: Callable[[], bool], what: str, show: Callable[[], str], timeout: float = WAIT_S
 ) -> str:
     """Poll until ``condition()``; fail with what ``show()`` says if it never holds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}:\n{show()}")
-        time.sleep(0.1)
+    wait_until(condition, what, timeout=timeout, interval=0.05, show=show)
     return show()
 
 
