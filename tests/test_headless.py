@@ -199,6 +199,7 @@ def wait_exit(proc: subprocess.Popen[str], timeout: float = TIMEOUT) -> tuple[in
 # --- the whole loop ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_episodes_regression_crash_rollback_handoff_and_done(
     workspace: Callable[..., Project], git: GitRunner
 ) -> None:
@@ -331,6 +332,7 @@ def test_episodes_regression_crash_rollback_handoff_and_done(
     assert git.head(w.repo) == w.head0
 
 
+@pytest.mark.slow
 def test_a_resumed_agent_that_claims_done_with_a_red_gate_is_not_done(
     workspace: Callable[..., Project],
 ) -> None:

@@ -84,6 +84,7 @@ exit 3
 """
 
 
+@pytest.mark.slow
 def test_forged_and_broken_ledger_records_are_named_skipped_and_never_rollback_targets(
     tmp_path: Path, git: GitRunner
 ) -> None:
@@ -163,6 +164,7 @@ def test_deleted_refs_gc_and_state_are_restored_from_the_mirror_and_rollback_wor
         assert any(r.startswith("refs/paella-state/") for r in held), held
 
 
+@pytest.mark.slow
 def test_a_state_folder_deleted_between_commands_comes_back_for_every_reader(
     tmp_path: Path, git: GitRunner
 ) -> None:

@@ -89,6 +89,7 @@ def _git_check_ignore(root: Path, paths: list[str]) -> set[str]:
     batches=st.integers(1, 4),
     data=st.data(),
 )
+@pytest.mark.slow
 def test_verdicts_equal_git_check_ignore(
     tmp_path_factory: pytest.TempPathFactory,
     files: list[str],

@@ -283,6 +283,7 @@ def read_everything(run: Run) -> None:
         assert code in (0, 2, 3), argv
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40,
     deadline=None,

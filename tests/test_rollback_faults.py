@@ -103,6 +103,7 @@ def run_printed(paella, repo: Path, command: str) -> None:
     assert result.returncode == 0, f"{command}: {result.stderr}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recovery", ["undo", "finish"])
 @pytest.mark.parametrize("step", rollback.STEPS)
 def test_kill_at_each_rollback_step_is_recoverable(

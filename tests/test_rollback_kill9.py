@@ -48,6 +48,7 @@ def git_children_in(repo: Path) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_moments_of_a_rollback_then_the_printed_undo_works(
     repo: Path, git, paella, tree_state
 ) -> None:

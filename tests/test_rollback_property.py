@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -122,6 +123,7 @@ def build(root: Path, git) -> None:
     git(root, "commit", "-q", "-m", "base")
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     before=st.lists(operation_st, max_size=6),

@@ -486,6 +486,7 @@ async def test_exit_zero_with_red_gates_is_claimed_done_then_recovery(
     await s.finish()
 
 
+@pytest.mark.slow
 async def test_a_person_picks_an_older_checkpoint_and_the_episode_is_redone(
     scenario: Callable[..., Scenario],
 ) -> None:

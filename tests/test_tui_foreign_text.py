@@ -151,6 +151,7 @@ async def show(pilot: Pilot[int], screen: type, what: str) -> str:
     return screen_text(app)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 async def test_every_screen_shows_foreign_text_literally(repo: Path) -> None:
     app = hostile_app(repo)
     async with running(app) as pilot:
