@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -470,9 +469,7 @@ async def test_close_kills_the_running_gates(make_harness: HarnessFactory, tmp_p
     hang = [sys.executable, str(SCRIPTS / "hang_with_children.py"), str(pidfile)]
     h = make_harness([{"name": "hang", "cmd": hang, "timeout": "60s"}])
     waiting = asyncio.create_task(h.evaluator.evaluate("start"))
-    deadline = time.monotonic() + 10
-    while not pidfile.exists() and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    await wait_until_async(pidfile.exists, "the gate's pid file", timeout=10)
     pids = [int(p) for p in pidfile.read_text().split()]
     await h.evaluator.close()
     with pytest.raises(EvaluatorClosed):

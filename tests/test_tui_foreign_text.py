@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import textwrap
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 import tomli_w
 from textual.pilot import Pilot
+from waiting import wait_until_async
 
 from paella_tui.app import PaellaApp
 from paella_tui.diff_screen import DiffScreen
@@ -93,11 +93,14 @@ def screen_text(app: PaellaApp) -> str:
 
 async def until(pilot: Pilot[int], condition: Callable[[], bool], what: str) -> None:
     """Let the App run until ``condition()`` holds; fail with the screen if it never does."""
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}:\n{screen_text(pilot.app)}")  # type: ignore[arg-type]
-        await pilot.pause(0.05)
+    await wait_until_async(
+        condition,
+        what,
+        timeout=WAIT_S,
+        interval=0.05,  # a condition that renders the screen costs CPU the App needs
+        show=lambda: screen_text(pilot.app),  # type: ignore[arg-type]
+        pause=pilot.pause,
+    )
 
 
 def toasts(app: PaellaApp) -> str:
