@@ -8,6 +8,7 @@ what a folder decided in one batch is reused in the next.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -171,3 +172,125 @@ def test_a_name_with_glob_characters_is_only_itself(tmp_path: Path) -> None:
     assert left_out == {"x*/build", "x?/build"}
     verdicts = IgnoreVerdicts(Git(root))
     assert verdicts.ignored(["x*/a/build", "x*/build", "x?/build"]) == left_out
+
+
+def _deleted_files(root: Path, made: list[str], folders: list[str]) -> list[str]:
+    """Remove ``folders`` (those that exist); the files of ``made`` that went with them."""
+    gone: list[str] = []
+    for folder in folders:
+        if (root / folder).is_dir():
+            shutil.rmtree(root / folder)
+    for rel in made:
+        if not (root / rel).exists():
+            gone.append(rel)
+    return gone
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    files=paths_strategy,
+    rules=st.dictionaries(
+        st.sampled_from(["", "a", "b", "a/b", "build"]),
+        st.lists(st.sampled_from(RULES), min_size=1, max_size=4),
+        min_size=1,
+        max_size=3,
+    ),
+    tracked=st.sets(st.integers(0, 30), max_size=6),
+    deleted=st.lists(
+        st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join), max_size=4
+    ),
+    batches=st.integers(1, 4),
+    data=st.data(),
+)
+def test_a_deleted_folder_stands_for_every_change_in_it(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: list[str],
+    rules: dict[str, list[str]],
+    tracked: set[int],
+    deleted: list[str],
+    batches: int,
+    data: st.DataObject,
+) -> None:
+    """Deleted folders, reported by their stand-ins: no deletion git could see goes unreported.
+
+    Relevant means what ``git check-ignore`` with the index said before the deletion: not
+    ignored, or tracked. Every relevant deleted file must have its stand-in reported (the file
+    itself, or a gone folder holding it); a stand-in is never anything else.
+    """
+    root = make_repo(tmp_path_factory.mktemp("gone") / "repo")
+    made = _tree(root, files)
+    for folder, lines in rules.items():
+        where = root / folder
+        if any((root / f).is_file() for f in [*folders_of(folder), folder] if f):
+            continue
+        where.mkdir(parents=True, exist_ok=True)
+        (where / ".gitignore").write_text("\n".join(lines) + "\n")
+    force = [made[i] for i in sorted(tracked) if i < len(made)]
+    if force:
+        subprocess.run(["git", "add", "-f", "--", *force], cwd=root, check=True)
+    before = set(made) - _git_check_ignore(root, made)
+    # The watcher's events: every deleted file, and the deleted folders themselves.
+    gone = _deleted_files(root, made, deleted)
+    events = gone + [f for f in {f for p in gone for f in folders_of(p)} if not (root / f).exists()]
+    order = data.draw(st.permutations(events))
+
+    verdicts = IgnoreVerdicts(Git(root))
+    stand_ins: dict[str, str] = {}
+    reported: set[str] = set()
+    size = max(1, len(order) // batches)
+    for start in range(0, len(order), size):
+        batch = {p: verdicts.stand_in(p) for p in order[start : start + size]}
+        stand_ins.update(batch)
+        asked = sorted(set(batch.values()))
+        reported |= set(asked) - verdicts.ignored(asked)
+    for path, stand_in in stand_ins.items():
+        assert stand_in == path or (
+            path.startswith(stand_in + "/") and not (root / stand_in).exists()
+        )
+    missed = {p for p in gone if p in before and stand_ins[p] not in reported}
+    assert not missed
+
+
+def test_a_deleted_ignored_folder_reports_nothing_but_its_tracked_files(tmp_path: Path) -> None:
+    """``rm -rf build`` of 300 ignored files costs one question to the rules and one listing of
+    the tracked files, whatever their number; a deleted folder git sees is reported as itself."""
+    root = make_repo(tmp_path / "repo")
+    (root / ".gitignore").write_text("build/\n")
+    files = [f"build/d{i // 100}/f{i}.o" for i in range(300)] + ["src/a/x.c", "src/b/y.c"]
+    for rel in files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel)
+    subprocess.run(["git", "add", "-f", "build/d2/f299.o"], cwd=root, check=True)
+    shutil.rmtree(root / "build" / "d0")
+    shutil.rmtree(root / "build" / "d1")
+    shutil.rmtree(root / "src")
+    verdicts = IgnoreVerdicts(Git(root))
+    gone = [p for p in files if not p.startswith("build/d2/")]
+    stand_ins = {verdicts.stand_in(p) for p in gone}
+    assert stand_ins == {"build/d0", "build/d1", "src"}
+    assert verdicts.ignored(stand_ins) == {"build/d0", "build/d1"}
+    assert verdicts.git_calls == 2
+    # The tracked file under the ignored folder counts when its folder goes.
+    shutil.rmtree(root / "build")
+    assert verdicts.stand_in("build/d2/f299.o") == "build/d2"  # known gone... outermost then
+    fresh = IgnoreVerdicts(Git(root))
+    assert fresh.stand_in("build/d2/f299.o") == "build"
+    assert fresh.ignored(["build"]) == set()
+
+
+def test_a_name_judged_as_a_plain_path_is_no_stand_in(tmp_path: Path) -> None:
+    """An empty folder's own deletion is judged by its name (git cannot tell it was a folder):
+    a later path under a folder of that name is judged by itself, not by that verdict."""
+    root = make_repo(tmp_path / "repo")
+    # Whitelisting: every file ignored but C files, in any folder.
+    (root / ".gitignore").write_text("*\n!*/\n!*.c\n")
+    (root / "src").mkdir()
+    (root / "src").rmdir()
+    verdicts = IgnoreVerdicts(Git(root))
+    assert verdicts.ignored(["src"]) == {"src"}  # "src" as a file would be ignored
+    assert verdicts.stand_in("src/a.c") == "src/a.c"
+    assert verdicts.ignored(["src/a.c"]) == set()
+    # Asked as a folder from the start, the gone folder is not ignored.
+    fresh = IgnoreVerdicts(Git(root))
+    assert fresh.stand_in("src/a.c") == "src"
+    assert fresh.ignored(["src"]) == set()

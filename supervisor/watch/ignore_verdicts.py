@@ -21,6 +21,18 @@ One difference, on purpose: a path with glob characters is only itself here (``x
 ignored though ``x*/a/build`` is tracked), as a snapshot sees it, where ``check-ignore`` would
 match the name as a pathspec glob against the index.
 
+A deleted folder stands for everything that was in it (:meth:`IgnoreVerdicts.stand_in`): the
+paths of a burst whose folder no longer exists are reported as the outermost gone folder, asked
+of the rules as a folder (``name/``: git cannot tell a missing path is one, and the pattern it
+names tells whether it judged the folder or an empty name after it). Its verdict decides
+them all, as for an existing ignored folder: when the rules ignore it, nothing in it was a
+change a snapshot could see, bar its tracked files (``ls-files``); when they do not, it is
+reported, and a snapshot looks at everything under it. Asking path by path instead cost as much
+as 5 × the ``git add -A`` that records the deletion, for 50,000 deleted files (issue 17). What
+the stand-in loses is the case of a folder whose files were all ignored by name, with no rule
+for the folder: it is reported though nothing a snapshot holds changed, which costs a snapshot,
+never a missed change.
+
 Verdicts live as long as this object: the watcher keeps one per burst, because the rules (and
 the index) may change between bursts.
 """
@@ -60,8 +72,45 @@ class IgnoreVerdicts:
         self._all_tracked: list[str] | None = None
         self._ignoring: dict[str, str | None] = {}
         """Folder whose folders (and itself) all have verdicts -> the outermost ignored one."""
+        self._gone: dict[str, str | None] = {}
+        """Folder -> the outermost of it and its folders that no longer exists (None: none)."""
+        self._stand_ins: set[str] = set()
+        """Gone folders :meth:`stand_in` answered: asked of the rules as folders."""
         self.git_calls = 0
         """How many git processes this object ran (for tests and benchmarks)."""
+
+    def stand_in(self, path: str) -> str:
+        """What stands for ``path`` in a report: itself, or its outermost folder that is gone.
+
+        The first path of a burst under a folder looks at its folders (an ``lstat`` each, once
+        per burst); a folder found gone stays so for the burst: were it made again meanwhile,
+        reporting it stands for its new files too.
+        """
+        parent = path.rpartition("/")[0]
+        if not parent:
+            return path
+        gone = self._gone[parent] if parent in self._gone else self._gone_root(parent)
+        if gone is None:
+            return path
+        if gone in self._rules and gone not in self._stand_ins and self._folders.get(gone) is None:
+            # Its name was judged as a plain path already (an empty folder's own deletion), not
+            # as a folder (asked while it existed): its paths are judged one by one.
+            return path
+        self._stand_ins.add(gone)
+        return gone
+
+    def _gone_root(self, folder: str) -> str | None:
+        """The outermost of ``folder`` and its folders that does not exist (blocking)."""
+        parent = folder.rpartition("/")[0]
+        gone = (
+            (self._gone[parent] if parent in self._gone else self._gone_root(parent))
+            if parent
+            else None
+        )
+        if gone is None and _missing(self._root / folder):
+            gone = folder
+        self._gone[folder] = gone
+        return gone
 
     def ignored(self, paths: Iterable[str]) -> set[str]:
         """Those of ``paths`` git ignores (blocking; at most two git processes per call).
@@ -124,9 +173,12 @@ class IgnoreVerdicts:
 
     def _ask_rules(self, paths: list[str]) -> dict[str, bool]:
         self.git_calls += 1
+        # A gone folder is asked as ``name/`` (see _folder_verdict); one made again since is
+        # asked as itself, so that its own new .gitignore does not judge it.
+        folders = {p for p in paths if p in self._stand_ins and _missing(self._root / p)}
         proc = self._git.run(
             ["check-ignore", "--no-index", "-z", "-v", "-n", "--stdin"],
-            input=encode_paths_z(paths),
+            input=encode_paths_z([p + "/" if p in folders else p for p in paths]),
             check=False,
         )
         fields = proc.stdout.split(b"\0")
@@ -135,7 +187,9 @@ class IgnoreVerdicts:
         else:
             # -v names the last pattern that matched; a negated one ("!x") re-includes.
             verdicts = {
-                path: bool(fields[4 * i + 2]) and not fields[4 * i + 2].startswith(b"!")
+                path: _folder_verdict(fields[4 * i + 2])
+                if path in folders
+                else bool(fields[4 * i + 2]) and not fields[4 * i + 2].startswith(b"!")
                 for i, path in enumerate(paths)
             }
         self._rules.update(verdicts)
@@ -170,6 +224,20 @@ class IgnoreVerdicts:
         return _holds(tracked, path)
 
 
+def _folder_verdict(pattern: bytes) -> bool:
+    """Whether the pattern ``check-ignore`` named for a missing ``name/`` excludes it as a folder.
+
+    Git judges the folders leading to a path as folders (``name/`` included), and a folder one
+    of them excludes is the answer. Else it matches the rest, an empty name, and only a pattern
+    whose last part is all stars can match that (``*``, ``a/**``): such an answer says nothing
+    of the folder (``*`` then ``!*/`` keeps every folder), so it counts as not ignored, which
+    costs a needless snapshot at worst. A pattern ending in ``/`` matches folders only.
+    """
+    if not pattern or pattern.startswith(b"!"):
+        return False
+    return pattern.endswith(b"/") or pattern.rpartition(b"/")[2].strip(b"*") != b""
+
+
 def _holds(tracked: list[str], path: str) -> bool:
     """Whether ``path`` is tracked or a folder with a tracked file in it (``tracked`` sorted)."""
     i = bisect.bisect_left(tracked, path)
@@ -178,6 +246,17 @@ def _holds(tracked: list[str], path: str) -> bool:
     prefix = path + "/"
     j = bisect.bisect_left(tracked, prefix)
     return j < len(tracked) and tracked[j].startswith(prefix)
+
+
+def _missing(path: Path) -> bool:
+    """Whether nothing is at ``path`` (a file in the way of a folder is something)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _is_dir(path: Path) -> bool:
