@@ -30,6 +30,11 @@ from pathlib import Path
 
 import psutil
 
+# Run as a script (``python benchmarks/burst.py``, as its children are), Python puts only this
+# folder on sys.path, and the editable install maps only paella_tui: add the repository root.
+if not __package__:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from benchmarks.harness import clean_env, git, log, new_repo
 from benchmarks.machine import cores_line, git_version, python_line
 

@@ -47,6 +47,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Run as a script (``python benchmarks/checkpoint.py``, as its children are), Python puts only this
+# folder on sys.path, and the editable install maps only paella_tui: add the repository root.
+if not __package__:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from benchmarks.harness import log
 from benchmarks.machine import cores_line, git_version, python_line
 from benchmarks.stats import median, ms, p90

@@ -90,35 +90,38 @@ class RunHeader(Widget):
     }
     """
 
-    run_name: reactive[str] = reactive("")
+    # None of these repaints the header itself: _redraw updates the lines that read differently,
+    # and a repaint of the header would write both lines again (every second, for the agent's
+    # CPU and memory samples, whatever they read).
+    run_name: reactive[str] = reactive("", repaint=False)
     """The run's name (the contract's ``[run] name``)."""
-    run_id: reactive[str] = reactive("")
+    run_id: reactive[str] = reactive("", repaint=False)
     """The run id."""
-    state: reactive[str] = reactive("starting")
+    state: reactive[str] = reactive("starting", repaint=False)
     """starting | running | evaluating | retry-wait | recovering | resuming | done | stopped | stopping | error."""
-    attempt: reactive[int] = reactive(0)
+    attempt: reactive[int] = reactive(0, repaint=False)
     """The current (or last) attempt, from 1."""
-    pid: reactive[int | None] = reactive(None)
+    pid: reactive[int | None] = reactive(None, repaint=False)
     """The agent's pid while an attempt lives."""
-    started: reactive[float | None] = reactive(None)
+    started: reactive[float | None] = reactive(None, repaint=False)
     """Wall-clock start of the agent process (for the uptime)."""
     now: reactive[float] = reactive(0.0, repaint=False)
     """The wall-clock time the uptime and countdown count from (frozen in snapshots)."""
-    cpu_percent: reactive[float | None] = reactive(None)
+    cpu_percent: reactive[float | None] = reactive(None, repaint=False)
     """CPU of the agent's whole process tree, percent of one core."""
-    rss_bytes: reactive[int | None] = reactive(None)
+    rss_bytes: reactive[int | None] = reactive(None, repaint=False)
     """Memory of the agent's whole process tree."""
-    descendants: reactive[int | None] = reactive(None)
+    descendants: reactive[int | None] = reactive(None, repaint=False)
     """How many processes the agent's tree has below the agent."""
-    cpu_history: reactive[tuple[float, ...]] = reactive(())
+    cpu_history: reactive[tuple[float, ...]] = reactive((), repaint=False)
     """Recent CPU samples, oldest first, for the sparkline."""
-    retry_at: reactive[float | None] = reactive(None)
+    retry_at: reactive[float | None] = reactive(None, repaint=False)
     """Wall-clock time of the next attempt while a retry waits."""
-    done_gates: reactive[tuple[str, ...] | None] = reactive(None)
+    done_gates: reactive[tuple[str, ...] | None] = reactive(None, repaint=False)
     """The gates that proved the run done, once it is."""
-    detail: reactive[str] = reactive("")
+    detail: reactive[str] = reactive("", repaint=False)
     """A short note for line two: how the agent ended, why the run stopped."""
-    usage: reactive[Usage | None] = reactive(None)
+    usage: reactive[Usage | None] = reactive(None, repaint=False)
     """Turns, tokens and cost the agent's stream reported over every attempt (None: no stream)."""
 
     def __init__(self, *, id: str | None = None) -> None:

@@ -1,0 +1,60 @@
+"""The run header while idle: a sample that reads the same draws nothing (issue 17, idle).
+
+The agent's CPU and memory arrive every second; a repaint of the header wrote both of its lines
+to the terminal each time, whatever they read. Only a line that reads differently is updated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from textual.app import App, ComposeResult
+from textual.geometry import Region
+from textual.widget import Widget
+from textual.widgets import Static
+
+from paella_tui.widgets.run_header import RunHeader
+
+
+class Host(App[None]):
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="header")
+
+
+def _spy(widget: Widget, calls: list[str]) -> Callable[..., Widget]:
+    """``widget.refresh``, noting the widget's id on each call."""
+    original = widget.refresh
+
+    def refresh(*regions: Region, **options: bool) -> Widget:
+        calls.append(str(widget.id))
+        return original(*regions, **options)
+
+    return refresh
+
+
+async def test_samples_that_read_the_same_repaint_nothing() -> None:
+    app = Host()
+    async with app.run_test(size=(120, 6)) as pilot:
+        header = app.query_one(RunHeader)
+        header.state = "running"
+        header.pid = 4242
+        header.started = time.time() - 600
+        header.now = time.time()
+        header.cpu_percent = 0.0
+        header.rss_bytes = 2 * 1024 * 1024
+        header.cpu_history = (0.0,) * 10
+        await pilot.pause()
+        refreshed: list[str] = []
+        for widget in [header, *header.query(Static)]:
+            widget.refresh = _spy(widget, refreshed)
+        for second in range(1, 6):
+            header.cpu_percent = 0.0
+            header.rss_bytes = 2 * 1024 * 1024 + 4096 * second  # still "2M"
+            header.cpu_history = (0.0,) * (10 + second)
+            header.now = header.now + 1  # the uptime reads "10m" throughout
+            await pilot.pause()
+        assert refreshed == []
+        header.rss_bytes = 300 * 1024 * 1024  # reads differently: its line alone
+        await pilot.pause()
+        assert refreshed and set(refreshed) <= {"agent-stats"}
