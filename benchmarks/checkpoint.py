@@ -76,6 +76,8 @@ HOT_FILES = 8
 CHANGE_FILES = 10
 CHECKPOINT_RATIO_TARGET = 3.0
 ROLLBACK_TARGET_S = 1.0
+CLI_FLOOR_RATIO_TARGET = 2.0
+"""Issue 17: the CLI checkpoint against raw git plumbing plus a bare Python start."""
 GITIGNORE = """\
 # benchmark: build products and caches are ignored
 *.log
@@ -533,6 +535,13 @@ def measure_raw(bench: Bench) -> None:
     bench.record("raw git plumbing snapshot (baseline)", time.perf_counter() - started)
 
 
+def measure_python(bench: Bench) -> None:
+    """A bare Python start (``python -c pass``), as the CLI's process starts."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], env=clean_env(), check=True)
+    bench.record("python -c pass (a bare Python start)", time.perf_counter() - started)
+
+
 def measure_rollback(bench: Bench) -> None:
     """A rollback to the previous checkpoint after ~10 changed files and a commit, then its undo."""
     record = api_checkpoint(bench.root, f"before change round {bench.change_round + 1}")
@@ -550,6 +559,7 @@ MEASURES: tuple[Callable[[Bench], None], ...] = (
     measure_api,
     measure_cli,
     measure_raw,
+    measure_python,
     measure_rollback,
 )
 ORDER = (
@@ -557,6 +567,7 @@ ORDER = (
     "paella checkpoint (Python API, warm)",
     "paella checkpoint (CLI subprocess)",
     "raw git plumbing snapshot (baseline)",
+    "python -c pass (a bare Python start)",
     "paella rollback (Python API)",
     "paella rollback undo (to the salvage)",
 )
@@ -925,6 +936,9 @@ def report(
     back = median(bench.samples["paella rollback (Python API)"])
     undo = median(bench.samples["paella rollback undo (to the salvage)"])
     bound = CHECKPOINT_RATIO_TARGET * status
+    raw = median(bench.samples["raw git plumbing snapshot (baseline)"])
+    python = median(bench.samples["python -c pass (a bare Python start)"])
+    floor = raw + python
     targets = [
         (
             "checkpoint median ≤ 3 × git status median (Python API, warm)",
@@ -933,6 +947,12 @@ def report(
             True,
         ),
         ("rollback median ≤ 1 s", ms(back), back <= ROLLBACK_TARGET_S, True),
+        (
+            "(issue 17) CLI checkpoint ≤ 2 × (raw git plumbing + a bare Python start)",
+            f"{cli / floor:.2f} × ({ms(cli)} vs {ms(raw)} + {ms(python)})",
+            cli <= CLI_FLOOR_RATIO_TARGET * floor,
+            True,
+        ),
         (
             "(for information) the same bound, CLI checkpoint end to end",
             f"{cli / status:.2f} × ({ms(cli)})",

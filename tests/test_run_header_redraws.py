@@ -58,3 +58,36 @@ async def test_samples_that_read_the_same_repaint_nothing() -> None:
         header.rss_bytes = 300 * 1024 * 1024  # reads differently: its line alone
         await pilot.pause()
         assert refreshed and set(refreshed) <= {"agent-stats"}
+
+
+async def test_the_clock_redraws_once_a_minute_after_the_first() -> None:
+    """Ticks that leave the uptime reading the same build nothing; the one that moves it does."""
+    app = Host()
+    async with app.run_test(size=(120, 6)) as pilot:
+        header = app.query_one(RunHeader)
+        start = 1_800_000_000.0
+        header.state = "running"
+        header.pid = 4242
+        header.started = start
+        header.now = start + 600.5  # "10m"
+        await pilot.pause()
+        redraws: list[float] = []
+        redraw = header._redraw
+
+        def counted() -> None:
+            redraws.append(header.now)
+            redraw()
+
+        header._redraw = counted  # type: ignore[method-assign]
+        for second in range(1, 61):
+            header.now = start + 600.5 + second
+        await pilot.pause()
+        assert redraws == [start + 660.5]  # "11m"
+        assert "up 11m" in str(header.query_one("#run-line", Static).render())
+        # The first minute counts seconds: every tick redraws.
+        redraws.clear()
+        header.started = header.now - 10
+        redraws.clear()
+        for _second in range(1, 4):
+            header.now = header.now + 1
+        assert len(redraws) == 3

@@ -132,6 +132,7 @@ class RunHeader(Widget):
         self._cpu = Sparkline((), summary_function=max, id="agent-cpu")
         self._note_static = Static(id="run-note")
         self._shown: dict[Static, Text] = {}
+        self._clock_shown: tuple[str, str] | None = None
 
     def compose(self) -> ComposeResult:
         """Two lines: the run, then the agent."""
@@ -153,6 +154,7 @@ class RunHeader(Widget):
     def _redraw(self) -> None:
         if not self.is_mounted:
             return
+        self._clock_shown = self._clock_words()
         alive = self.state in ("running", "stopping") and self.pid is not None
         self.set_class(not alive, "-idle")
         self.set_class(self.state == "done", "-done")
@@ -173,9 +175,26 @@ class RunHeader(Widget):
             self._shown[static] = text
             static.update(text, layout=layout)
 
-    # Every reactive changes what the two lines say; one redraw serves them all.
+    def _clock_words(self) -> tuple[str, str]:
+        """What the clock drives, as shown: the uptime and the retry countdown ("" when not)."""
+        up = ""
+        if self.started is not None and self.now and self.state in ("running", "stopping"):
+            up = uptime(self.now - self.started)
+        left = ""
+        if self.state == "retry-wait" and self.retry_at is not None:
+            left = short_duration(max(0.0, self.retry_at - self.now))
+        return up, left
+
+    def watch_now(self) -> None:
+        """The clock moved (every second): redraw only if the uptime or countdown reads
+        differently, which after the first minute is once a minute (issue 17, idle)."""
+        words = self._clock_words()
+        if words != self._clock_shown:
+            self._redraw()
+
+    # Every other reactive changes what the two lines say; one redraw serves them all.
     watch_run_name = watch_run_id = watch_state = watch_attempt = watch_pid = _redraw
-    watch_started = watch_now = watch_cpu_percent = watch_rss_bytes = _redraw
+    watch_started = watch_cpu_percent = watch_rss_bytes = _redraw
     watch_descendants = watch_cpu_history = watch_retry_at = watch_done_gates = _redraw
     watch_detail = watch_usage = _redraw
 
