@@ -63,9 +63,22 @@ def test_a_frozen_contract_with_no_trusted_copy_left_stops_resume_with_one_line(
     assert "no trusted copy is left" in proc.stderr
 
 
-FORGE = """\
+# The agent waits for the green checkpoint paella takes of its first work (its record is written
+# only after the mirror holds the ref), however loaded the machine: a fixed sleep raced it.
+WAIT_FOR_CHECKPOINT = """\
+i=0
+until grep -qs '"kind": *"checkpoint"' .git/paella/runs/*/events.jsonl; do
+  i=$((i+1)); [ $i -gt 1200 ] && break; sleep 0.05
+done
+"""
+
+
+FORGE = (
+    """\
 echo ok > ok.txt
-sleep 1.5
+"""
+    + WAIT_FOR_CHECKPOINT
+    + """\
 run=$(cat .git/paella/current)
 ledger=.git/paella/runs/$run/events.jsonl
 rm -f ok.txt
@@ -82,6 +95,7 @@ echo '{"t":"x","kind":"checkpoint","ref":"refs/paella/x"}' >> $ledger
 printf '{"t":"x","kind":"agent-star' >> $ledger
 exit 3
 """
+)
 
 
 @pytest.mark.slow
@@ -122,10 +136,28 @@ def test_forged_and_broken_ledger_records_are_named_skipped_and_never_rollback_t
     assert (p.repo / "ok.txt").read_text() == "ok\n"
 
 
-DELETE_STATE = """\
+# This agent destroys the ledger: it waits until the mirror's copy of the ledger holds the
+# checkpoint's record too. That copy follows the record a moment later, in the background; an
+# agent that strikes inside that moment costs the ledger its newest record (README: what paella
+# cannot protect against), though the checkpoint's ref is in the mirror before the record exists.
+WAIT_FOR_MIRRORED_LEDGER = """\
+run=$(cat .git/paella/current)
+i=0
+until for m in "${PAELLA_MIRROR#file://}" "$XDG_STATE_HOME"/paella/*/mirror.git; do
+        git --git-dir="$m" show "refs/paella-state/$run:events.jsonl" 2>/dev/null
+      done | grep -q '"kind": *"checkpoint"'; do
+  i=$((i+1)); [ $i -gt 1200 ] && break; sleep 0.05
+done
+"""
+
+
+DELETE_STATE = (
+    """\
 [ "$PAELLA_ATTEMPT" = 1 ] || exit 1
 echo ok > ok.txt
-sleep 1.5
+"""
+    + WAIT_FOR_MIRRORED_LEDGER
+    + """\
 git for-each-ref --format='%(refname)' refs/paella | while read r; do git update-ref -d $r; done
 git reflog expire --expire=now --all
 git gc -q --prune=now
@@ -133,6 +165,7 @@ rm -rf .git/paella
 echo broken > ok.txt
 exit 3
 """
+)
 
 
 @pytest.mark.parametrize("mirror", ["default", "remote"])
@@ -236,13 +269,17 @@ def test_no_process_of_the_agent_or_a_gate_outlives_its_attempt(
         assert f"{tag}1" in " ".join(exited["leftovers"]) and f"{tag}3" in gate_logs
 
 
-INDEX_LOCK = """\
+INDEX_LOCK = (
+    """\
 echo ok > ok.txt
-sleep 1.2
+"""
+    + WAIT_FOR_CHECKPOINT
+    + """\
 echo broken > ok.txt
 touch .git/index.lock
 kill -9 $$
 """
+)
 
 
 def test_a_recovery_that_cannot_proceed_stops_cleanly_with_the_commands_to_continue(

@@ -195,6 +195,28 @@ def test_a_corrupt_private_index_is_rebuilt_on_its_own(repo: Path, git, paella) 
     assert blob == b"a\r\n"
 
 
+def test_a_private_index_naming_lost_objects_is_rebuilt_on_its_own(repo: Path, git, paella) -> None:
+    """An agent's `git gc --prune=now` (after deleting paella's refs) can take objects the private
+    index still names: the next snapshot re-hashes the files instead of failing in write-tree."""
+    (repo / "a.txt").write_bytes(b"only in snapshots\n")
+    ok(paella(repo, "checkpoint"))
+    blob = git(repo, "hash-object", "a.txt")
+    loose = repo / ".git" / "objects" / blob[:2] / blob[2:]
+    assert loose.exists()
+    loose.unlink()
+    (repo / "b.txt").write_bytes(b"b\n")
+
+    result = ok(paella(repo, "checkpoint"))
+
+    assert "traceback" not in result.stderr.lower(), result.stderr
+    runs = repo / ".git" / "paella" / "runs"
+    ref = f"refs/paella/{next(p.name for p in runs.iterdir())}/checkpoints/2"
+    data = subprocess.run(
+        ["git", "cat-file", "blob", f"{ref}:a.txt"], cwd=repo, capture_output=True, check=True
+    ).stdout
+    assert data == b"only in snapshots\n"
+
+
 def test_a_failing_reference_transaction_hook_does_not_block_checkpoints(
     repo: Path, git, paella
 ) -> None:

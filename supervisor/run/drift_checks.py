@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from paella_tui.supervisor.base.errors import GitError
 from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.judge.drift import DriftTracker
 from paella_tui.supervisor.run.events import DriftDetected, EvaluationFinished, Event
@@ -46,7 +47,15 @@ class DriftChecks:
 
     async def _check_tree(self, tree: str) -> None:
         assert self.tracker is not None
-        for drift in await asyncio.to_thread(self.tracker.check_tree, tree):
+        try:
+            found = await asyncio.to_thread(self.tracker.check_tree, tree)
+        except GitError:
+            # The tree or the start tree is gone: something pruned the repository's objects under
+            # paella (an agent's `git gc --prune=now`). The integrity check after the attempt says
+            # so as history drift and restores what the mirror holds; this tree's path drift
+            # cannot be known, and the next verdict's tree is checked again.
+            return
+        for drift in found:
             self.emit(drift)
 
     async def settled(self) -> None:

@@ -52,6 +52,11 @@ _CORRUPT_INDEX = re.compile(
     r"index uses .* extension|unable to read|cannot read|unknown index version",
     re.IGNORECASE,
 )
+# git's messages when an entry of the private index names an object the repository lost (a
+# `git gc --prune=now` after paella's refs were deleted: the private index is no gc root).
+_MISSING_OBJECT = re.compile(
+    r"invalid object|bad object|missing (blob|object)|unable to read [0-9a-f]{7,}", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -126,8 +131,8 @@ class Snapshotter:
         """Snapshot the workspace now. The caller holds :meth:`locked`."""
         try:
             return self._take()
-        except GitError:
-            if not self._index_corrupt():
+        except GitError as err:
+            if not (_MISSING_OBJECT.search(str(err)) or self._index_corrupt()):
                 raise
         # The private index is paella's own cache: rebuild it from scratch and try once more.
         self.discard_index()
