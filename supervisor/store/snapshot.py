@@ -17,6 +17,12 @@ checkout, skip-worktree, assume-unchanged, split index, fsmonitor and the untrac
 snapshot is exactly what is on disk (``raw_blobs``). A corrupt private index is rebuilt on its
 own. A file left out (size cap, churn: see ``churn``) is taken out of the private index too, so no
 older version of it stands in a snapshot for what is on disk.
+
+During a run, a snapshot may follow the change (``follow_changes``): the same steps, with the
+watcher's changed paths (:mod:`change_feed`) as literal pathspecs instead of the whole tree, plus
+the paths the watcher cannot see (private-index entries git ignores, files the last snapshot left
+out, files the churn rule watches). Whenever that is in doubt (no valid memo, changed exclude
+files, a folder among the paths, git naming a path that was not asked about) it is a full scan.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 from paella_tui.supervisor.base.errors import GitError
 from paella_tui.supervisor.base.files import ensure_dir
 from paella_tui.supervisor.base.owned_lock import OwnedLock
+from paella_tui.supervisor.store.change_feed import ChangeFeed
 from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, churning
 from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
 from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG, RawBlobs, filters_off
@@ -57,6 +64,10 @@ _CORRUPT_INDEX = re.compile(
 _MISSING_OBJECT = re.compile(
     r"invalid object|bad object|missing (blob|object)|unable to read [0-9a-f]{7,}", re.IGNORECASE
 )
+
+
+class _NeedFullScan(Exception):
+    """A snapshot from the changed paths cannot be trusted: scan everything (nothing written yet)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,10 @@ class Snapshotter:
         )
         self._exclude_files: list[Path] | None = None
         self.raw = RawBlobs(self.git, workspace.root)
+        self.changes = ChangeFeed()
+        """The watcher's changed paths for snapshots that follow the change (fed by a run)."""
+        self.last_scan = "full"
+        """How the last snapshot looked at the tree: "full" or "changed" (the watcher's paths)."""
 
     @contextlib.contextmanager
     def locked(self, what: str = "a snapshot") -> Iterator[None]:
@@ -122,13 +137,37 @@ class Snapshotter:
                 self.index_file.with_name(self.index_file.name + ".lock").unlink()
             yield
 
-    def take_locked(self, what: str = "a snapshot") -> Snapshot:
+    def take_locked(self, what: str = "a snapshot", *, follow_changes: bool = False) -> Snapshot:
         """Snapshot the workspace now, holding the lock for just that (blocking: git)."""
         with self.locked(what):
-            return self.take()
+            return self.take(follow_changes=follow_changes)
 
-    def take(self) -> Snapshot:
-        """Snapshot the workspace now. The caller holds :meth:`locked`."""
+    def take(self, *, follow_changes: bool = False) -> Snapshot:
+        """Snapshot the workspace now. The caller holds :meth:`locked`.
+
+        ``follow_changes``: look only at the paths the watcher reported (:attr:`changes`) when
+        that is safe; a full scan otherwise. Either way the tree is the same.
+        """
+        paths = self.changes.take_paths() if follow_changes else None
+        if paths is not None:
+            try:
+                snap = self._take(paths)
+                self.last_scan = "changed"
+                return snap
+            except _NeedFullScan:
+                pass
+            except BaseException:
+                self.changes.gap()
+                raise
+        self.changes.full_scan_starting()
+        self.last_scan = "full"
+        try:
+            return self._full_scan()
+        except BaseException:
+            self.changes.gap()
+            raise
+
+    def _full_scan(self) -> Snapshot:
         try:
             return self._take()
         except GitError as err:
@@ -152,26 +191,48 @@ class Snapshotter:
             _CORRUPT_INDEX.search(proc.stderr.decode(errors="replace")) or proc.returncode == 128
         )
 
-    def _take(self) -> Snapshot:
+    def _take(self, paths: list[str] | None = None) -> Snapshot:
         # Read before this snapshot writes the index: a memo is valid only for the index it saw.
         memo = self._load_memo()
+        if paths is not None:
+            paths = self._scope(paths, memo)
         self._seed_index()
         skipped: list[SkippedFile] = []
         excludes = self._state_dir_pathspec()
-        untracked = self.git.lines_z(
-            [
-                "ls-files",
-                "-z",
-                "--others",
-                "--exclude-standard",
-                *self._exclude_args(),
-                "--",
-                *excludes,
-            ]
-        )
-        status = self.git.lines_z(
-            ["diff-files", "-z", "--name-status", "--no-renames", "--ignore-submodules=dirty"]
-        )
+        # Literal pathspecs: a changed path is that path (or, for a folder deleted, what was in it).
+        scope = [f":(top,literal){p}" for p in paths or ()]
+        untracked: list[str] = []
+        status: list[str] = []
+        if paths is None or paths:
+            untracked = self.git.lines_z(
+                [
+                    "ls-files",
+                    "-z",
+                    "--others",
+                    "--exclude-standard",
+                    *self._exclude_args(),
+                    "--",
+                    *excludes,
+                    *scope,
+                ]
+            )
+            status = self.git.lines_z(
+                [
+                    "diff-files",
+                    "-z",
+                    "--name-status",
+                    "--no-renames",
+                    "--ignore-submodules=dirty",
+                    "--",
+                    *scope,
+                ]
+            )
+        if paths is not None:
+            asked = set(paths)
+            # Anything git names beyond the paths asked about (a folder's content, a nested
+            # repository) is a change the watcher described differently: scan everything.
+            if not asked.issuperset(untracked) or not asked.issuperset(status[1::2]):
+                raise _NeedFullScan
         pairs = list(zip(status[0::2], status[1::2], strict=True))
         gone = [path for code, path in pairs if code == "D"]
         changed = [path for code, path in pairs if code != "D"]
@@ -246,11 +307,46 @@ class Snapshotter:
         else:
             links = list(known_links)
         tree = self.git.out(["write-tree"])
-        self._save_memo(ignore_sig, links, churn.state)
+        blind: list[str] | None
+        if paths is not None:
+            blind = list((memo or {}).get("blind") or ())
+        elif self.changes.following:
+            blind = self._watch_blind()
+        else:
+            blind = None
+        self._save_memo(ignore_sig, links, churn.state, blind, [s.path for s in skipped])
         return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(links))
 
     def _exclude_args(self) -> list[str]:
         return [f"--exclude={pattern}" for pattern in self.exclude]
+
+    def _scope(self, paths: list[str], memo: dict[str, Any] | None) -> list[str]:
+        """The paths a snapshot from the watcher's paths looks at; raises :class:`_NeedFullScan`."""
+        if (
+            memo is None
+            or not isinstance(memo.get("blind"), list)
+            or not isinstance(memo.get("skipped"), list)
+            or memo.get("ignore") != self._ignore_signature()
+        ):
+            raise _NeedFullScan
+        # What the watcher cannot report: entries git ignores (the watcher drops ignored paths),
+        # files left out last time (they come back only if listed), files the churn rule watches.
+        scope = {*paths, *memo["blind"], *memo["skipped"], *(memo.get("churn") or {})}
+        for path in scope:
+            try:
+                mode = os.lstat(self.workspace.root / path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode):
+                raise _NeedFullScan  # a folder event: its content is the full scan's job
+        return sorted(scope)
+
+    def _watch_blind(self) -> list[str]:
+        """Private-index entries git ignores (by the rules or ``exclude``): the watcher drops
+        their changes, so a snapshot from the watcher's paths looks at them every time."""
+        return self.git.lines_z(
+            ["ls-files", "-z", "-c", "-i", "--exclude-standard", *self._exclude_args()]
+        )
 
     def _index_signature(self) -> list[int] | None:
         try:
@@ -269,7 +365,12 @@ class Snapshotter:
         return memo
 
     def _save_memo(
-        self, ignore_sig: list[object], links: list[str], churn: dict[str, list[int]]
+        self,
+        ignore_sig: list[object],
+        links: list[str],
+        churn: dict[str, list[int]],
+        blind: list[str] | None,
+        skipped: list[str],
     ) -> None:
         # git writes the index with the umask's mode; paella's state is private (0600).
         with contextlib.suppress(OSError):
@@ -279,6 +380,8 @@ class Snapshotter:
             "ignore": ignore_sig,
             "gitlinks": links,
             "churn": churn,
+            "blind": blind,
+            "skipped": skipped,
         }
         tmp = self.memo_file.with_name(self.memo_file.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -275,9 +275,9 @@ class SequencedSnapshotter(Snapshotter):
         self._numbers: OrderedDict[str, int] = OrderedDict()
         self._guard = threading.Lock()
 
-    def take(self) -> Snapshot:
+    def take(self, *, follow_changes: bool = False) -> Snapshot:
         """Snapshot (the caller holds the lock), and number the tree."""
-        snap = super().take()
+        snap = super().take(follow_changes=follow_changes)
         with self._guard:
             self.sequence += 1
             self._numbers[snap.tree] = self.sequence

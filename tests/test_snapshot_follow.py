@@ -1,0 +1,243 @@
+"""Snapshots that follow the change (issue 17): a snapshot built from the watcher's changed paths
+is the same tree as a full scan, for random edit sequences on a real repository, and any doubt
+falls back to the full scan."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from paella_tui.supervisor.base.globs import folder_match, match_any
+from paella_tui.supervisor.judge.byproducts import BYPRODUCTS
+from paella_tui.supervisor.store.change_feed import FULL_EVERY, ChangeFeed
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import STATE_DIR_ENV, Workspace
+from paella_tui.supervisor.watch.ignore_verdicts import IgnoreVerdicts
+from tests.conftest import make_repo
+
+MAX_SIZE = 64
+"""A small size cap, so that some writes are left out and come back."""
+FOLDERS = ("", "a", "a/b", "build", "__pycache__", "a/__pycache__", "c")
+NAMES = ("x.txt", "y.py", "z.pyc", "w.log", "big.bin")
+PATHS = [f"{d}/{n}" if d else n for d, n in itertools.product(FOLDERS, NAMES)]
+CONTENTS = (b"one\n", b"two\r\nlines\r\n", b"\0binary", b"x" * (MAX_SIZE + 1), b"")
+
+path_st = st.sampled_from(PATHS)
+edit_st = st.one_of(
+    st.tuples(st.just("write"), path_st, st.sampled_from(CONTENTS)),
+    st.tuples(st.just("delete"), path_st),
+    st.tuples(st.just("rename"), path_st, path_st),
+    st.tuples(st.just("chmod"), path_st, st.booleans()),
+    st.tuples(st.just("symlink"), path_st, st.sampled_from(["x.txt", "a", "../nowhere"])),
+    st.tuples(st.just("rmtree"), st.sampled_from(FOLDERS[1:])),
+)
+
+
+@contextlib.contextmanager
+def state_dir(path: Path) -> Iterator[None]:
+    """Build a snapshotter whose private index lives in ``path`` (not the run's own)."""
+    old = os.environ.get(STATE_DIR_ENV)
+    os.environ[STATE_DIR_ENV] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[STATE_DIR_ENV]
+        else:
+            os.environ[STATE_DIR_ENV] = old
+
+
+def full_scan_tree(root: Path, where: Path) -> str:
+    """The tree a fresh snapshotter (no private index yet, nothing followed) finds."""
+    shutil.rmtree(where, ignore_errors=True)
+    with state_dir(where):
+        fresh = Snapshotter(Workspace.find(root), max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
+        with fresh.locked():
+            return fresh.take().tree
+
+
+def watcher_view(root: Path, touched: set[str]) -> list[str]:
+    """What the watcher reports of these paths: its own rules (byproduct globs, then git's
+    ignore rules asked the way it asks them), so entries it cannot see are the snapshot's job."""
+    cheap = [p for p in touched if not (folder_match(p, BYPRODUCTS) or match_any(p, BYPRODUCTS))]
+    ignored = IgnoreVerdicts(Workspace.find(root).git).ignored(cheap) if cheap else set()
+    return [p for p in cheap if p not in ignored]
+
+
+def apply(root: Path, edit: tuple[object, ...], with_folders: bool) -> set[str]:
+    """Do one edit on disk; the paths a watcher would have seen change."""
+    kind = edit[0]
+    touched: set[str] = set()
+
+    def clear_way(rel: str) -> None:
+        # A file (or link) where a folder must go is removed first, as an agent would.
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            target = root / folder
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+                touched.add(folder)
+            elif not target.exists():
+                target.mkdir()
+                if with_folders:
+                    touched.add(folder)
+        target = root / rel
+        if target.is_dir() and not target.is_symlink():
+            remove_tree(rel)
+
+    def remove_tree(rel: str) -> None:
+        target = root / rel
+        for dirpath, dirnames, filenames in os.walk(target):
+            for name in filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
+                touched.add(str((Path(dirpath) / name).relative_to(root)))
+        shutil.rmtree(target)
+        touched.add(rel)
+
+    if kind == "write":
+        rel, data = str(edit[1]), edit[2]
+        assert isinstance(data, bytes)
+        clear_way(rel)
+        (root / rel).unlink(missing_ok=True)
+        (root / rel).write_bytes(data)
+        touched.add(rel)
+    elif kind == "delete":
+        rel = str(edit[1])
+        target = root / rel
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+            touched.add(rel)
+    elif kind == "rename":
+        src, dst = str(edit[1]), str(edit[2])
+        source = root / src
+        if src != dst and (source.is_symlink() or source.is_file()):
+            clear_way(dst)
+            os.replace(source, root / dst)
+            touched.update((src, dst))
+    elif kind == "chmod":
+        rel, executable = str(edit[1]), bool(edit[2])
+        target = root / rel
+        if target.is_file() and not target.is_symlink():
+            target.chmod(0o755 if executable else 0o644)
+            touched.add(rel)
+    elif kind == "symlink":
+        rel, where = str(edit[1]), str(edit[2])
+        clear_way(rel)
+        (root / rel).unlink(missing_ok=True)
+        os.symlink(where, root / rel)
+        touched.add(rel)
+    elif kind == "rmtree":
+        rel = str(edit[1])
+        target = root / rel
+        if target.is_dir() and not target.is_symlink():
+            remove_tree(rel)
+    return touched
+
+
+def start(root: Path, tmp: Path) -> Snapshotter:
+    """A run's snapshotter on a repository with ignore rules and a tracked ignored file."""
+    (root / ".gitignore").write_text("build/\n*.log\n")
+    (root / "keep.log").write_text("tracked though ignored\n")
+    Workspace.find(root).git.run(["add", "-f", ".gitignore", "keep.log"])
+    with state_dir(tmp / "run-state"):
+        snapshotter = Snapshotter(Workspace.find(root), max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
+    snapshotter.changes.follow()
+    with snapshotter.locked():
+        snapshotter.take(follow_changes=True)  # the first one is a full scan
+    assert snapshotter.last_scan == "full"
+    return snapshotter
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    steps=st.lists(
+        st.tuples(st.lists(edit_st, min_size=1, max_size=4), st.booleans()),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_a_snapshot_from_the_changed_paths_equals_a_full_scan(
+    tmp_path_factory, steps: list[tuple[list[tuple[object, ...]], bool]]
+) -> None:
+    tmp = tmp_path_factory.mktemp("follow")
+    root = make_repo(tmp / "repo")
+    snapshotter = start(root, tmp)
+    for edits, with_folders in steps:
+        touched: set[str] = set()
+        for edit in edits:
+            touched |= apply(root, edit, with_folders)
+        # Also tracked, ignored by the rules: the watcher never reports it.
+        (root / "keep.log").write_text(f"{len(touched)} changes\n")
+        snapshotter.changes.note(watcher_view(root, touched))
+        with snapshotter.locked():
+            followed = snapshotter.take(follow_changes=True).tree
+        assert followed == full_scan_tree(root, tmp / "ref-state"), (edits, snapshotter.last_scan)
+
+
+def test_one_changed_file_is_snapshotted_from_its_path(tmp_path: Path, git) -> None:
+    root = make_repo(tmp_path / "repo", git)
+    snapshotter = start(root, tmp_path)
+    (root / "README.md").write_text("changed\n")
+    (root / "new.txt").write_text("new\n")
+    snapshotter.changes.note(["README.md", "new.txt"])
+    with snapshotter.locked():
+        tree = snapshotter.take(follow_changes=True).tree
+    assert snapshotter.last_scan == "changed"
+    assert git.tree(root, tree)["new.txt"] == ("100644", b"new\n")
+    assert tree == full_scan_tree(root, tmp_path / "ref")
+
+
+def test_a_change_the_watcher_did_not_report_is_kept_for_the_full_scan(tmp_path: Path) -> None:
+    """Not a fast path's promise, but its bound: the safety net finds what no path named."""
+    root = make_repo(tmp_path / "repo")
+    snapshotter = start(root, tmp_path)
+    (root / "unseen.txt").write_text("missed by the watcher\n")
+    snapshotter.changes.gap()
+    with snapshotter.locked():
+        tree = snapshotter.take(follow_changes=True).tree
+    assert snapshotter.last_scan == "full"
+    assert tree == full_scan_tree(root, tmp_path / "ref")
+
+
+def test_doubtful_paths_fall_back_to_the_full_scan(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    snapshotter = start(root, tmp_path)
+    (root / "folder").mkdir()
+    (root / "folder" / "f.txt").write_text("in a new folder\n")
+    for reported in (["folder"], [".gitignore"], ["../outside"], ["/abs"], ["a/./b"]):
+        snapshotter.changes.note(reported)
+        with snapshotter.locked():
+            tree = snapshotter.take(follow_changes=True).tree
+        assert snapshotter.last_scan == "full", reported
+        assert tree == full_scan_tree(root, tmp_path / "ref")
+
+
+def test_a_full_scan_comes_back_every_so_often() -> None:
+    feed = ChangeFeed()
+    feed.follow()
+    assert feed.take_paths() is None  # nothing is known before the first full scan
+    feed.full_scan_starting()
+    kinds = []
+    for _ in range(FULL_EVERY + 1):
+        feed.note(["f.txt"])
+        kinds.append(feed.take_paths())
+    assert kinds[:FULL_EVERY] == [["f.txt"]] * FULL_EVERY
+    assert kinds[FULL_EVERY] is None
+
+
+def test_paths_noted_without_a_follower_never_replace_a_full_scan() -> None:
+    feed = ChangeFeed()
+    feed.full_scan_starting()
+    feed.note(["f.txt"])
+    assert feed.take_paths() is None
