@@ -329,6 +329,9 @@ async def test_completes_episodes_one_by_one(scenario: Callable[..., Scenario]) 
     assert done and done[0].gates == ("g1", "g2", "g3")
     assert not s.of(DriftDetected) and not s.of(RecoveryNeeded), s.story()
     assert s.loop is not None and s.loop.state == "done"
+    # The evaluations after a settle looked at the watcher's paths only (issue 17), and the
+    # checkpoints above hold exactly each episode's files all the same.
+    assert s.loop.snapshotter.scans["changed"] >= 1, s.loop.snapshotter.scans
 
     kinds = s.kinds()
     assert kinds[:2] == ["run-started", "run-tree"]

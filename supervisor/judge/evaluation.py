@@ -73,6 +73,8 @@ class _Request:
 
     reason: str
     force: bool
+    follow: bool = False
+    """Only the watcher's settled paths changed since the last snapshot (issue 17)."""
     waiters: list[asyncio.Future[EvaluationFinished]] = field(default_factory=list)
 
 
@@ -192,13 +194,17 @@ class Evaluator:
 
     # -- the queue -------------------------------------------------------------------------
 
-    def request(self, reason: str, *, force: bool = False) -> None:
-        """Ask for an evaluation (non-blocking); it replaces one waiting, never a running one."""
+    def request(self, reason: str, *, force: bool = False, follow_changes: bool = False) -> None:
+        """Ask for an evaluation (non-blocking); it replaces one waiting, never a running one.
+
+        ``follow_changes``: the watcher's settled batch asks, so the snapshot may look at the
+        changed paths only; any other trigger (an exit, a person) snapshots everything.
+        """
         if self._closed:
             return
         self._triggers.append(time.monotonic())
         self._prune_triggers()
-        self._enqueue(reason, force)
+        self._enqueue(reason, force, follow_changes)
 
     async def evaluate(self, reason: str, *, force: bool = False) -> EvaluationFinished:
         """Request an evaluation and return the verdict of the one that covers this request."""
@@ -228,12 +234,14 @@ class Evaluator:
         self._running = self._waiting = None
         self._idle.set()
 
-    def _enqueue(self, reason: str, force: bool) -> None:
+    def _enqueue(self, reason: str, force: bool, follow: bool = False) -> None:
         if self._waiting is None:
-            self._waiting = _Request(reason, force)
+            self._waiting = _Request(reason, force, follow)
         else:
             self._waiting.reason = reason
             self._waiting.force = self._waiting.force or force
+            # One trigger that was not the watcher's makes the whole request a full scan.
+            self._waiting.follow = self._waiting.follow and follow
         self._idle.clear()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(
@@ -278,7 +286,9 @@ class Evaluator:
     async def _evaluate(self, request: _Request) -> EvaluationFinished:
         """Judge the current tree: reuse what is known, run the rest, then act on the verdict."""
         epoch = self._epoch
-        current = _Pass(await asyncio.to_thread(self._snapshot))
+        # The snapshot that starts an evaluation the watcher asked for follows its changed paths
+        # (issue 17); any other trigger, and the checks after each gate, scan everything.
+        current = _Pass(await asyncio.to_thread(self._snapshot, request.follow))
         tree = current.tree
         gates = self._contract.gates
         self._emit(
@@ -401,9 +411,11 @@ class Evaluator:
         except GitError:
             return None
 
-    def _snapshot(self) -> Snapshot:
+    def _snapshot(self, follow_changes: bool = False) -> Snapshot:
         """Snapshot the workspace under the lock (blocking: called in a thread)."""
-        return self._snapshotter.take_locked("a snapshot for the gates")
+        return self._snapshotter.take_locked(
+            "a snapshot for the gates", follow_changes=follow_changes
+        )
 
     def _requeue_after_stale(self) -> None:
         """Queue another evaluation for the tree that moved, unless one waits or gates loop."""

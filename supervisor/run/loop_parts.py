@@ -149,6 +149,7 @@ class LoopParts:
             on_activity=self.attempts.touched,
             on_settled=self._on_settled,
             on_flapping=self._on_flapping,
+            on_gap=self.snapshotter.changes.gap,
         )
 
     # --- events -------------------------------------------------------------------------
@@ -190,10 +191,14 @@ class LoopParts:
         return self.attempts.usage
 
     def _on_settled(self, paths: tuple[str, ...]) -> None:
+        # Before the request: the evaluation's snapshot looks at these paths only (issue 17).
+        self.snapshotter.changes.note(paths)
         self.breaks.settled()
-        self.evaluator.request(f"{len(paths)} file(s) changed")
+        self.evaluator.request(f"{len(paths)} file(s) changed", follow_changes=True)
 
     def _on_flapping(self, message: str) -> None:
+        # Paused, the watcher holds back what changes: snapshots scan everything until resumed.
+        self.snapshotter.changes.gap()
         self.emit(WatchPaused(reason=message))
         self.emit(DriftDetected(drift="flapping", message=message))
 
@@ -266,12 +271,17 @@ class LoopParts:
         """Wait until the watches exist (or the watcher failed): an edit the agent made before
         then would go unseen until the next one. Planning them takes a while on a big tree."""
         ready = asyncio.create_task(self.watcher.wait_ready())
+        # A watcher that ends reports nothing more: from then on every snapshot scans everything.
+        watcher.add_done_callback(lambda _task: self.snapshotter.changes.stop())
         try:
             await asyncio.wait(
                 [ready, watcher], timeout=WATCH_READY_S, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             ready.cancel()
+        if ready.done() and not ready.cancelled() and not watcher.done():
+            # Watches are live: the next full scan starts the record of changed paths.
+            self.snapshotter.changes.follow()
 
     async def _wait(self, plan: RetryScheduled) -> bool:
         """Wait for the next attempt (``R`` ends the wait early); False when stopped meanwhile."""

@@ -55,6 +55,12 @@ class ChangeFeed:
             if self._pending is not None:
                 self._pending.update(paths)
 
+    def stop(self) -> None:
+        """The watcher stopped: nothing is followed any more (every snapshot is a full scan)."""
+        with self._guard:
+            self._following = False
+            self._pending = None
+
     def gap(self) -> None:
         """The watcher may have missed changes: the next snapshot scans everything."""
         with self._guard:

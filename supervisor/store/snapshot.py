@@ -125,6 +125,8 @@ class Snapshotter:
         """The watcher's changed paths for snapshots that follow the change (fed by a run)."""
         self.last_scan = "full"
         """How the last snapshot looked at the tree: "full" or "changed" (the watcher's paths)."""
+        self.scans = {"full": 0, "changed": 0}
+        """How many snapshots of each kind this snapshotter took."""
 
     @contextlib.contextmanager
     def locked(self, what: str = "a snapshot") -> Iterator[None]:
@@ -153,6 +155,7 @@ class Snapshotter:
             try:
                 snap = self._take(paths)
                 self.last_scan = "changed"
+                self.scans["changed"] += 1
                 return snap
             except _NeedFullScan:
                 pass
@@ -161,6 +164,7 @@ class Snapshotter:
                 raise
         self.changes.full_scan_starting()
         self.last_scan = "full"
+        self.scans["full"] += 1
         try:
             return self._full_scan()
         except BaseException:

@@ -228,6 +228,7 @@ class WorkspaceWatcher:
         on_activity: Callable[[], None] | None = None,
         on_settled: Callable[[tuple[str, ...]], None],
         on_flapping: Callable[[str], None] | None = None,
+        on_gap: Callable[[], None] | None = None,
         flap_limit: int = 10,
         flap_window: float = 60.0,
         force_polling: bool = False,
@@ -238,6 +239,9 @@ class WorkspaceWatcher:
         self.on_activity = on_activity
         self.on_settled = on_settled
         self.on_flapping = on_flapping
+        self.on_gap = on_gap
+        """Called when changes may have gone unreported (a watch failed, a switch to polling):
+        whoever follows the reported paths must look at everything again."""
         self.flap_limit = flap_limit
         self.flap_window = flap_window
         self._root = os.fspath(workspace.root)
@@ -452,6 +456,10 @@ class WorkspaceWatcher:
             if self._gap_since is not None:
                 since, self._gap_since = self._gap_since, None
                 await self._catch_up(since)
+                if self.on_gap is not None:
+                    # The catch-up goes by mtime (it cannot see a deletion): watches are live
+                    # again, so a full scan from now on covers whatever it missed.
+                    self.on_gap()
 
     def _promote(self, watch_set: _WatchSet) -> None:
         """The new watches are live: only now stop the old ones, so no change falls in between."""
@@ -466,6 +474,8 @@ class WorkspaceWatcher:
         watch_set = self._set_of(stream)
         if watch_set is None:
             return  # a retired stream: its error no longer matters
+        if self.on_gap is not None:
+            self.on_gap()  # a watch ended, maybe with a batch: what it held is not reported
         if watch_set is self._current:
             self._current = None
             # Until new watches are live nothing is seen: look for what changed meanwhile then.
@@ -507,6 +517,8 @@ class WorkspaceWatcher:
 
     def _degrade(self, why: str) -> None:
         """Switch to polling (the new watches start before the old ones stop), and say why."""
+        if self.on_gap is not None:
+            self.on_gap()  # a folder went unwatched: its changes were never reported
         self._mode = "polling"
         limit = _read_int("/proc/sys/fs/inotify/max_user_watches")
         now = f" (now {limit})" if limit is not None else ""
