@@ -18,7 +18,8 @@ import pytest
 # What every command that opens the workspace and its newest run needs. ``snapshot`` comes with
 # ``checkpoints`` (snapshot records), ``rollback`` with the warning about an interrupted one, and
 # ``byproducts`` (with ``globs``) with the files a snapshot leaves out; the snapshot's raw-bytes
-# hashing (``raw_blobs``), churn rule and owned lock, and the rollback's raw restore; the
+# hashing (``raw_blobs``), churn rule, owned lock and record of the watcher's changed paths
+# (``change_feed``), and the rollback's raw restore; the
 # integrity checks every command makes on the state it opens (``integrity`` with ``mirror``,
 # ``ledger_schema`` for each record, ``run_lock`` to name the supervisor; ``frozen_contract``, the
 # contract a run is held to, which ``runs`` loads without importing ``integrity``). Loading the
@@ -34,6 +35,7 @@ CORE = {
     "paella_tui.commands.context",
     "paella_tui.supervisor",
     "paella_tui.supervisor.judge.byproducts",
+    "paella_tui.supervisor.store.change_feed",
     "paella_tui.supervisor.store.checkpoints",
     "paella_tui.supervisor.store.churn",
     "paella_tui.supervisor.contract.command_line",
