@@ -33,7 +33,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,23 +203,10 @@ class Snapshotter:
         self._seed_index()
         skipped: list[SkippedFile] = []
         excludes = self._state_dir_pathspec()
-        # Literal pathspecs: a changed path is that path (or, for a folder deleted, what was in it).
-        scope = [f":(top,literal){p}" for p in paths or ()]
         untracked: list[str] = []
         status: list[str] = []
         if paths is None or paths:
-            untracked = self.git.lines_z(
-                [
-                    "ls-files",
-                    "-z",
-                    "--others",
-                    "--exclude-standard",
-                    *self._exclude_args(),
-                    "--",
-                    *excludes,
-                    *scope,
-                ]
-            )
+            # Literal pathspecs: a changed path is that path (or, for a folder gone, its content).
             status = self.git.lines_z(
                 [
                     "diff-files",
@@ -228,9 +215,25 @@ class Snapshotter:
                     "--no-renames",
                     "--ignore-submodules=dirty",
                     "--",
-                    *scope,
+                    *_literal(paths or ()),
                 ]
             )
+            # A path diff-files named has an entry, so it cannot be untracked: with one changed
+            # tracked file (the usual case) there is nothing left to list.
+            rest = None if paths is None else sorted(set(paths) - set(status[1::2]))
+            if rest is None or rest:
+                untracked = self.git.lines_z(
+                    [
+                        "ls-files",
+                        "-z",
+                        "--others",
+                        "--exclude-standard",
+                        *self._exclude_args(),
+                        "--",
+                        *excludes,
+                        *_literal(rest or ()),
+                    ]
+                )
         if paths is not None:
             asked = set(paths)
             # Anything git names beyond the paths asked about (a folder's content, a nested
@@ -547,3 +550,8 @@ class Snapshotter:
             if entry.startswith(b"160000 "):
                 links.append(entry.split(b"\t", 1)[1].decode(errors="surrogateescape"))
         return links
+
+
+def _literal(paths: Iterable[str]) -> list[str]:
+    """Pathspecs that match these paths as they are (no glob), from the top of the work tree."""
+    return [f":(top,literal){p}" for p in paths]
