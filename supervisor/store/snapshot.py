@@ -298,11 +298,12 @@ class Snapshotter:
         # of the last snapshot says so, unless someone else (a rollback) rewrote the index.
         touched = [*changed, *gone, *untracked]
         ignore_sig = self._ignore_signature()
-        if (
+        rules_changed = (
             memo is None
             or memo.get("ignore") != ignore_sig
             or any(os.path.basename(p.rstrip("/")) == ".gitignore" for p in touched)
-        ):
+        )
+        if rules_changed:
             self._drop_newly_ignored()
         known_links = memo.get("gitlinks") if memo is not None else None
         if (
@@ -314,9 +315,12 @@ class Snapshotter:
         else:
             links = list(known_links)
         tree = self.git.out(["write-tree"])
+        # Entries git ignores can only appear with new rules or a new index (a seed, a rollback:
+        # no memo then); a snapshot adds no ignored path. So the list is kept until then.
+        known_blind = (memo or {}).get("blind")
         blind: list[str] | None
-        if paths is not None:
-            blind = list((memo or {}).get("blind") or ())
+        if not rules_changed and isinstance(known_blind, list):
+            blind = list(known_blind)
         elif self.changes.following:
             blind = self._watch_blind()
         else:
