@@ -35,9 +35,9 @@ from benchmarks.checkpoint import make_layout, prepare_repo
 from benchmarks.harness import log
 from benchmarks.machine import cores_line, git_version, python_line
 from benchmarks.stats import median, ms, p90
-from paella_tui.supervisor.byproducts import BYPRODUCTS
-from paella_tui.supervisor.snapshot import Snapshotter
-from paella_tui.supervisor.workspace import STATE_DIR_ENV, Workspace
+from paella_tui.supervisor.judge.byproducts import BYPRODUCTS
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import STATE_DIR_ENV, Workspace
 
 
 def one_file(root: Path) -> str:
