@@ -432,8 +432,7 @@ class Snapshotter:
             # Starting from a copy of the user's index reuses its stat cache: the first snapshot
             # hashes only what changed. A copy is a plain read: git replaces the index by rename.
             tmp = self.index_file.with_name(self.index_file.name + ".seed")
-            shutil.copyfile(real_index, tmp)
-            os.chmod(tmp, 0o600)
+            _copy_keeping_mtime(real_index, tmp)
             os.replace(tmp, self.index_file)
             if self.git.run(["ls-files", "--stage"], check=False).returncode == 0:
                 self._clear_hiding_bits()
@@ -554,6 +553,24 @@ class Snapshotter:
             if entry.startswith(b"160000 "):
                 links.append(entry.split(b"\t", 1)[1].decode(errors="surrogateescape"))
         return links
+
+
+def _copy_keeping_mtime(source: Path, copy: Path) -> None:
+    """Copy an index file with its modification time (the copy private: 0600).
+
+    git trusts an entry's stat data only when the file is older than the index file itself;
+    an entry written in the index's own last clock tick is "racily clean" and git compares its
+    bytes. A copy with a new modification time would make those entries look settled, and a
+    same-size rewrite made in that tick would be read back as the old bytes (racy git).
+    """
+    # One open file for the bytes and the time: git replaces the index by rename meanwhile.
+    with open(source, "rb") as src:
+        times = os.fstat(src.fileno())
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    os.chmod(copy, 0o600)
+    os.utime(copy, ns=(times.st_atime_ns, times.st_mtime_ns))
 
 
 def _literal(paths: Iterable[str]) -> list[str]:
