@@ -1,0 +1,219 @@
+"""Rollback against ``git read-tree -u --reset`` of the same two trees (issue 17).
+
+Builds (or reuses, with ``--keep DIR``) the repository of ``benchmarks/checkpoint.py`` (~20,000
+tracked files, 160 MiB), takes one checkpoint, then for each scenario (``--changes``, default 100
+and 5,000 paths: four in five edited, one in ten deleted, one in ten new) repeats, interleaved:
+
+* the agent's damage, then paella's rollback to the checkpoint through the Python API, as
+  ``paella rollback`` does it (salvage snapshot and its mirror copy, restore, HEAD and index,
+  verification), with every git process paella starts counted;
+* the same damage, then ``git read-tree -u --reset <checkpoint tree>`` from an index that holds
+  the damaged tree with fresh stat data (as git's own checkout would leave it): git restoring the
+  same trees with nothing else (no salvage, no verification, no byte-exactness).
+
+It prints a Markdown table per scenario (median, p90, ratio to git's median, git processes) and
+the targets: at most 2 × ``read-tree`` at 100 changes, under 1 s at 5,000 restored paths. It
+exits 0 once it has measured: it is a report.
+
+Usage::
+
+    python -m benchmarks.rollback [--files 20000] [--size-mb 160] [--repeat 5]
+                                  [--changes 100,5000] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.checkpoint import clean_env, git, git_out, make_layout, prepare_repo
+from benchmarks.harness import log
+from benchmarks.machine import cores_line, git_version, python_line
+from benchmarks.stats import median, ms, p90
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store import checkpoints
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.rollback import rollback
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import STATE_DIR_ENV, Workspace
+
+RATIO_TARGET = 2.0
+"""Rollback of 100 changes on 20,000 files: at most this × ``git read-tree -u --reset``."""
+MANY = 5000
+ABSOLUTE_TARGET_S = 1.0
+"""Rollback with 5,000 restored paths: under this."""
+
+
+@contextlib.contextmanager
+def counting_git(counter: list[int]) -> Iterator[None]:
+    """Count every git process paella starts in this process while the block runs."""
+    run, popen = Git.run, Git.popen
+
+    def counted_run(self: Git, args: Sequence[str], **kwargs: Any) -> Any:
+        counter[0] += 1
+        return run(self, args, **kwargs)
+
+    def counted_popen(self: Git, args: Sequence[str]) -> Any:
+        counter[0] += 1
+        return popen(self, args)
+
+    Git.run = counted_run  # type: ignore[method-assign]
+    Git.popen = counted_popen  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Git.run = run  # type: ignore[method-assign]
+        Git.popen = popen  # type: ignore[method-assign]
+
+
+class Damage:
+    """The agent's changes of one scenario: the same paths every round, new bytes each round."""
+
+    def __init__(self, root: Path, tracked: list[str], count: int) -> None:
+        self.root = root
+        step = max(1, len(tracked) // count)
+        chosen = tracked[::step][:count]
+        tenth = max(1, count // 10)
+        self.deleted = chosen[:tenth]
+        self.edited = chosen[tenth : count - tenth]
+        self.new = [f"bench_rollback/new_{i:05d}.txt" for i in range(count - len(chosen) + tenth)]
+
+    def apply(self, round_: int) -> None:
+        """Edit, delete and create this scenario's paths (deterministic for ``round_``)."""
+        for rel in self.edited:
+            with open(self.root / rel, "ab") as handle:
+                handle.write(f"# rollback round {round_}\n".encode())
+        for rel in self.deleted:
+            (self.root / rel).unlink()
+        if self.new:
+            (self.root / "bench_rollback").mkdir(exist_ok=True)
+        for rel in self.new:
+            (self.root / rel).write_text(f"new in round {round_}\n")
+
+    @property
+    def paths(self) -> int:
+        """How many paths a rollback restores."""
+        return len(self.edited) + len(self.deleted) + len(self.new)
+
+
+def paella_rollback(root: Path, target: SnapshotRecord) -> tuple[float, int, str, int]:
+    """Seconds, git processes, the salvage tree, paths changed."""
+    counter = [0]
+    started = time.perf_counter()
+    with counting_git(counter):
+        workspace = Workspace.find(root)
+        run = RunStore(workspace).current_or_manual("benchmark rollback")
+        result = rollback(run, target, snapshotter=Snapshotter(workspace))
+    return time.perf_counter() - started, counter[0], result.salvage.tree, result.changed
+
+
+def git_read_tree(root: Path, from_tree: str, to_tree: str, index: Path) -> float:
+    """Seconds of ``git read-tree -u --reset to_tree`` from an index of ``from_tree`` (refreshed)."""
+    env = {**clean_env(), "GIT_INDEX_FILE": str(index)}
+    git(root, "read-tree", from_tree, env=env)
+    git(root, "update-index", "-q", "--refresh", env=env, check=False)
+    dirty = git(root, "diff-files", "--quiet", env=env, check=False).returncode
+    if dirty:
+        raise SystemExit("the damage did not reproduce the salvage tree: the measure is not fair")
+    started = time.perf_counter()
+    git(root, "read-tree", "-u", "--reset", to_tree, env=env)
+    return time.perf_counter() - started
+
+
+def scenario(root: Path, target: SnapshotRecord, damage: Damage, repeat: int) -> list[str]:
+    """Time both measures ``repeat`` rounds, interleaved; the scenario's table."""
+    paella: list[float] = []
+    read_tree: list[float] = []
+    processes: list[int] = []
+    changed = 0
+    with tempfile.TemporaryDirectory(prefix="paella-rb-index-") as tmp:
+        index = Path(tmp) / "index"
+        for round_ in range(1, repeat + 1):
+            damage.apply(round_)
+            seconds, count, salvage_tree, changed = paella_rollback(root, target)
+            paella.append(seconds)
+            processes.append(count)
+            damage.apply(round_)  # the same bytes again: the salvage's tree
+            read_tree.append(git_read_tree(root, salvage_tree, target.tree, index))
+            log(f"  round {round_}: paella {ms(seconds)} ({count} git), git {ms(read_tree[-1])}")
+    base = median(read_tree)
+    return [
+        f"### {damage.paths:,} paths restored ({changed:,} changed), {repeat} rounds",
+        "",
+        "| measure | median | p90 | × read-tree | git processes |",
+        "|---|---:|---:|---:|---:|",
+        f"| `git read-tree -u --reset` (same trees) | {ms(base)} | {ms(p90(read_tree))} | 1.00 | 1 |",
+        f"| paella rollback (Python API) | {ms(median(paella))} | {ms(p90(paella))} | "
+        f"{median(paella) / base:.2f} | {median(processes):g} |",
+        "",
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build or reuse the repository, run the scenarios, print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
+    parser.add_argument("--files", type=int, default=20_000, help="tracked files (default 20000)")
+    parser.add_argument("--size-mb", type=int, default=160, help="MiB of tracked files (160)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per scenario (default 5)")
+    parser.add_argument("--changes", default=f"100,{MANY}", help="paths per scenario (100,5000)")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="build in DIR and keep it")
+    args = parser.parse_args(argv)
+    counts = [int(c) for c in args.changes.split(",") if c.strip()]
+    if args.files < 1000 or args.repeat < 1 or not counts or max(counts) * 2 > args.files:
+        parser.error("need --files ≥ 1000, --repeat ≥ 1, changes ≤ half the files")
+    os.environ.pop(STATE_DIR_ENV, None)
+    with contextlib.ExitStack() as stack:
+        state = stack.enter_context(tempfile.TemporaryDirectory(prefix="paella-rb-state-"))
+        os.environ["XDG_STATE_HOME"] = state  # the mirror goes there, not in the home folder
+        if args.keep is not None:
+            root = args.keep.resolve()
+        else:
+            temp = stack.enter_context(tempfile.TemporaryDirectory(prefix="paella-rb-"))
+            root = Path(temp) / "repo"
+        prepare_repo(root, make_layout(args.files, args.size_mb, 300))
+        workspace = Workspace.find(root)
+        run = RunStore(workspace).current_or_manual("benchmark rollback")
+        target = checkpoints.take_checkpoint(run, Snapshotter(workspace), label="rollback bench")
+        tracked = git_out(root, "ls-files", "--", "*.py", "*.md", "*.txt").splitlines()
+        lines = [f"## Rollback on {args.files:,} tracked files", ""]
+        results: dict[int, list[str]] = {}
+        for count in counts:
+            log(f"scenario: {count} paths")
+            results[count] = scenario(root, target, Damage(root, tracked, count), args.repeat)
+            lines += results[count]
+        lines += targets(results)
+        lines.append(f"machine: {cores_line()}; {python_line()}; {git_version()}")
+    print("\n".join(lines), flush=True)
+    return 0
+
+
+def targets(results: dict[int, list[str]]) -> list[str]:
+    """The issue's two targets, PASS or FAIL, read back from the tables' rows."""
+    out = ["| target | measured | met |", "|---|---:|:---:|"]
+    for count, table in results.items():
+        row = table[5].split("|")
+        median_ms = float(row[2].strip().split()[0].replace(",", ""))
+        ratio = float(row[4])
+        if count <= 100:
+            out.append(
+                f"| rollback ≤ {RATIO_TARGET:g} × read-tree ({count} paths) | {ratio:.2f} × | "
+                f"{'PASS' if ratio <= RATIO_TARGET else 'FAIL'} |"
+            )
+        if count >= MANY:
+            out.append(
+                f"| rollback < {ABSOLUTE_TARGET_S:g} s ({count:,} paths) | {median_ms:,.0f} ms | "
+                f"{'PASS' if median_ms < ABSOLUTE_TARGET_S * 1000 else 'FAIL'} |"
+            )
+    return [*out, ""]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
