@@ -41,12 +41,19 @@ MAX_ARGV_PATHS = 1000
 _FILE_MODES = ("100644", "100755")
 
 
-def filters_off(workspace: Workspace) -> list[tuple[str, str]]:
+def filters_off(workspace: Workspace, config: bytes | None = None) -> list[tuple[str, str]]:
     """Config that turns every configured clean/smudge filter driver into a no-op: a snapshot
-    never runs the user's filters (they may be slow, fail, or need the network)."""
-    proc = workspace.git.run(["config", "-z", "--get-regexp", r"^filter\."], check=False)
+    never runs the user's filters (they may be slow, fail, or need the network).
+
+    ``config``: the output of ``git config -z --get-regexp`` over (at least) the ``filter.*``
+    keys, when the caller read it already (one git process for all it needs).
+    """
+    if config is None:
+        config = workspace.git.run(
+            ["config", "-z", "--get-regexp", r"^filter\."], check=False
+        ).stdout
     names = set()
-    for item in proc.stdout.split(b"\0"):
+    for item in config.split(b"\0"):
         key = item.split(b"\n", 1)[0].decode(errors="replace")
         if key.startswith("filter.") and key.count(".") >= 2:
             names.add(key[len("filter.") : key.rindex(".")])

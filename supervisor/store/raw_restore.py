@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,18 +75,32 @@ def tree_changes(git: Git, from_tree: str, to_tree: str) -> list[Change]:
 
 
 class _Blobs:
-    """Reads blobs one at a time from a ``git cat-file --batch`` process."""
+    """Reads blobs from one ``git cat-file --batch`` process, in the order they were asked for.
 
-    def __init__(self, git: Git) -> None:
+    Every object id is sent up front by a feeder thread (one round trip per object would wait
+    on git thousands of times); the reader takes the answers in the same order.
+    """
+
+    def __init__(self, git: Git, oids: list[str]) -> None:
         self._proc = git.popen(["cat-file", "--batch"])
+        self._feeder = threading.Thread(
+            target=self._feed, args=(oids,), name="paella-restore-blobs", daemon=True
+        )
+        self._feeder.start()
+
+    def _feed(self, oids: list[str]) -> None:
+        stdin = self._proc.stdin
+        assert stdin is not None
+        # A stopped restore closes the process: the feeder then stops on the broken pipe.
+        with contextlib.suppress(OSError, ValueError):
+            stdin.write("".join(f"{oid}\n" for oid in oids).encode())
+            stdin.close()
 
     def stream(self, oid: str, sink: Callable[[bytes], object]) -> None:
-        stdin, stdout = self._proc.stdin, self._proc.stdout
-        assert stdin is not None and stdout is not None
-        stdin.write(oid.encode() + b"\n")
-        stdin.flush()
+        stdout = self._proc.stdout
+        assert stdout is not None
         header = stdout.readline().split()
-        if len(header) != 3:
+        if len(header) != 3 or header[0].decode(errors="replace") != oid:
             raise OSError(f"object {oid} is missing from the repository")
         left = int(header[2])
         while left:
@@ -103,14 +118,13 @@ class _Blobs:
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
-            if self._proc.stdin is not None:
-                self._proc.stdin.close()
-        with contextlib.suppress(OSError):
             self._proc.kill()
         self._proc.wait()
-        for pipe in (self._proc.stdout, self._proc.stderr):
+        self._feeder.join()
+        for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
             if pipe is not None:
-                pipe.close()
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
 
 def _tmp_name(path: Path) -> Path:
@@ -154,13 +168,14 @@ def _make_parents(root: Path, rel: str) -> None:
             raise OSError(f"{current.relative_to(root)} is in the way (not a folder)")
 
 
-def _write(root: Path, change: Change, blobs: _Blobs) -> None:
+def _write(root: Path, change: Change, blobs: _Blobs | None) -> None:
     full = root / change.path
     _make_parents(root, change.path)
     if change.new_mode == GITLINK_MODE:
         if not os.path.lexists(full):
             os.mkdir(full)
         return
+    assert blobs is not None
     with contextlib.suppress(FileNotFoundError):
         if stat.S_ISDIR(os.lstat(full).st_mode):
             _remove_empty_tree(full)  # empty folders where the file goes (the plan refused files)
@@ -205,19 +220,14 @@ def apply_changes(git: Git, root: Path, changes: list[Change]) -> list[str]:
             if change.status == "D":
                 changed.append(change.path)
                 _prune_empty_parents(root, change.path)
-        blobs = _Blobs(git) if writes else None
+        needs_blob = [c.new_oid for c in writes if not _mode_only(c) and c.new_mode != GITLINK_MODE]
+        blobs = _Blobs(git, needs_blob) if needs_blob else None
         try:
             for change in writes:
                 current = change.path
-                if (
-                    change.status == "M"
-                    and change.old_oid == change.new_oid
-                    and change.new_mode in FILE_MODES
-                    and change.old_mode in FILE_MODES
-                ):
+                if _mode_only(change):
                     _chmod_exec(root / change.path, change.new_mode == "100755")
                 else:
-                    assert blobs is not None
                     _write(root, change, blobs)
                 changed.append(change.path)
         finally:
@@ -228,6 +238,16 @@ def apply_changes(git: Git, root: Path, changes: list[Change]) -> list[str]:
             changed.append(current)  # its old side is already gone
         raise RestoreStopped(current, err.strerror or str(err), changed) from err
     return changed
+
+
+def _mode_only(change: Change) -> bool:
+    """Only the executable bit changed: a chmod, no blob to read."""
+    return (
+        change.status == "M"
+        and change.old_oid == change.new_oid
+        and change.new_mode in FILE_MODES
+        and change.old_mode in FILE_MODES
+    )
 
 
 def _remove_empty_tree(folder: Path) -> None:

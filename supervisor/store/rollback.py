@@ -123,10 +123,11 @@ def rollback(
             f"the commit of {target.name} ({target.commit[:12]}) is missing from the repository",
             hint=f"its ref {target.ref} was deleted or the objects pruned. Nothing was changed.",
         )
-    _refuse_branch_of_another_worktree(run, target)
+    current = _current_branch(run)
+    _refuse_branch_of_another_worktree(run, target, current)
     progress = _Progress()
     try:
-        return _rollback(run, target, snapshotter, progress)
+        return _rollback(run, target, snapshotter, progress, current)
     except OSError as err:
         # Space or permissions ran out outside the restore itself (the ledger, the salvage).
         said = f"{err.strerror or err}" + (f" ({err.filename})" if err.filename else "")
@@ -158,11 +159,19 @@ class _Progress:
     files_changed: bool = False
 
 
-def _refuse_branch_of_another_worktree(run: Run, target: SnapshotRecord) -> None:
+def _current_branch(run: Run) -> str | None:
+    """The full name of the branch HEAD is on (``refs/heads/...``), or None when detached."""
+    proc = run.workspace.git.run(["symbolic-ref", "-q", "HEAD"], check=False)
+    return proc.stdout.decode(errors="surrogateescape").strip() or None
+
+
+def _refuse_branch_of_another_worktree(
+    run: Run, target: SnapshotRecord, current: str | None
+) -> None:
     """A rollback never moves a branch that another worktree has checked out."""
     if not target.branch:
         return
-    if run.workspace.head().branch == target.branch:
+    if current == f"refs/heads/{target.branch}":
         return  # git lets a branch be checked out in one worktree only: this one
     elsewhere = run.workspace.branch_checked_out_elsewhere(target.branch)
     if elsewhere is not None:
@@ -175,7 +184,11 @@ def _refuse_branch_of_another_worktree(run: Run, target: SnapshotRecord) -> None
 
 
 def _rollback(
-    run: Run, target: SnapshotRecord, snapshotter: Snapshotter, progress: _Progress
+    run: Run,
+    target: SnapshotRecord,
+    snapshotter: Snapshotter,
+    progress: _Progress,
+    current: str | None,
 ) -> RollbackResult:
     target_label = f"checkpoint {target.n}" if target.kind == "checkpoints" else target.name
     root = run.workspace.root
@@ -229,7 +242,7 @@ def _rollback(
         progress.files_changed = bool(written)
         _kill_point("after-worktree")
         try:
-            _restore_head(run, target)
+            _restore_head(run, target, current)
             _kill_point("after-head")
             _restore_index(run, target)
         except GitError as err:
@@ -374,7 +387,8 @@ def _plan(run: Run, restore: list[Change]) -> _Plan:
     return _Plan(changes=changes, in_the_way=tuple(dict.fromkeys(in_the_way)))
 
 
-def _restore_head(run: Run, target: SnapshotRecord) -> None:
+def _restore_head(run: Run, target: SnapshotRecord, current: str | None) -> None:
+    """Put HEAD and its branch where ``target`` had them (``current``: HEAD's branch now)."""
     git = run.workspace.git
     message = f"paella: rollback to {target.name}"
     if target.branch:
@@ -385,7 +399,6 @@ def _restore_head(run: Run, target: SnapshotRecord) -> None:
             # The checkpoint sat on a branch with no commit yet: make it unborn again. The
             # salvage commit's parent keeps the commits made since reachable.
             git.run(["update-ref", "-d", ref])
-        current = git.run(["symbolic-ref", "-q", "HEAD"], check=False).stdout.decode().strip()
         if current != ref:
             git.run(["symbolic-ref", "-m", message, "HEAD", ref])
     elif target.head:

@@ -28,22 +28,20 @@ files, a folder among the paths, git naming a path that was not asked about) it 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from paella_tui.supervisor.base.errors import GitError
 from paella_tui.supervisor.base.files import ensure_dir
 from paella_tui.supervisor.base.owned_lock import OwnedLock
 from paella_tui.supervisor.store.change_feed import ChangeFeed
-from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, churning
+from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, Churn, churning
 from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.store.private_index import Memo, exclude_files, files_signature, seed
 from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG, RawBlobs, filters_off
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -52,6 +50,8 @@ _UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)
 # git refuses to hash a file whose bytes do not decode from its working-tree-encoding.
 _UNENCODABLE = re.compile(r"failed to encode '(.+)' from", re.MULTILINE)
 _MAX_RETRIES = 50
+_MAX_ARGV_BYTES = 256 * 1024
+"""Paths to remove that go on update-index's command line (more: a process of their own)."""
 LOCK_TIMEOUT_S = 60.0
 # git's messages when an index file cannot be read.
 _CORRUPT_INDEX = re.compile(
@@ -114,12 +114,17 @@ class Snapshotter:
         self.index_file = workspace.state_dir / "snapshot.index"
         self.lock_file = workspace.state_dir / "snapshot.lock"
         self.memo_file = workspace.state_dir / "snapshot.memo.json"
+        # One git process reads all the user's configuration a snapshot needs.
+        config = workspace.git.run(
+            ["config", "-z", "--get-regexp", r"^(filter\..*|core\.excludesfile)$"], check=False
+        ).stdout
         self.git = Git(
             workspace.root,
             index_file=self.index_file,
-            config=(*PRIVATE_CONFIG, *filters_off(workspace)),
+            config=(*PRIVATE_CONFIG, *filters_off(workspace, config)),
         )
-        self._exclude_files: list[Path] | None = None
+        self._exclude_files = exclude_files(workspace, config)
+        self._memo = Memo(self.memo_file, self.index_file)
         self.raw = RawBlobs(self.git, workspace.root)
         self.changes = ChangeFeed()
         """The watcher's changed paths for snapshots that follow the change (fed by a run)."""
@@ -197,77 +202,77 @@ class Snapshotter:
 
     def _take(self, paths: list[str] | None = None) -> Snapshot:
         # Read before this snapshot writes the index: a memo is valid only for the index it saw.
-        memo = self._load_memo()
+        memo = self._memo.load()
         if paths is not None:
             paths = self._scope(paths, memo)
-        self._seed_index()
-        skipped: list[SkippedFile] = []
-        excludes = self._state_dir_pathspec()
-        untracked: list[str] = []
-        status: list[str] = []
-        if paths is None or paths:
-            # Literal pathspecs: a changed path is that path (or, for a folder gone, its content).
-            status = self.git.lines_z(
-                [
-                    "diff-files",
-                    "-z",
-                    "--name-status",
-                    "--no-renames",
-                    "--ignore-submodules=dirty",
-                    "--",
-                    *_literal(paths or ()),
-                ]
-            )
-            # A path diff-files named has an entry, so it cannot be untracked: with one changed
-            # tracked file (the usual case) there is nothing left to list.
-            rest = None if paths is None else sorted(set(paths) - set(status[1::2]))
-            if rest is None or rest:
-                untracked = self.git.lines_z(
-                    [
-                        "ls-files",
-                        "-z",
-                        "--others",
-                        "--exclude-standard",
-                        *self._exclude_args(),
-                        "--",
-                        *excludes,
-                        *_literal(rest or ()),
-                    ]
-                )
-        if paths is not None:
-            asked = set(paths)
-            # Anything git names beyond the paths asked about (a folder's content, a nested
-            # repository) is a change the watcher described differently: scan everything.
-            if not asked.issuperset(untracked) or not asked.issuperset(status[1::2]):
-                raise _NeedFullScan
+        seed(self.index_file, self.workspace, self.git, self.raw)
+        status, untracked = self._listing(paths)
         pairs = list(zip(status[0::2], status[1::2], strict=True))
         gone = [path for code, path in pairs if code == "D"]
         changed = [path for code, path in pairs if code != "D"]
-        if gone:
-            # Entries of paths that went away leave first, and by force: update-index --remove
-            # refuses a path whose folder became a symlink ("beyond a symbolic link") and would
-            # keep its stale entry. Changed paths come next, untracked ones last: update-index
-            # works in order, and a new path (a folder now a file, a file now a folder) conflicts
-            # with the old entry while that entry is still there.
-            self.git.run(
-                ["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(gone)
+        to_update, skipped, churn = self._sort(changed, untracked, memo)
+        # Entries of paths that went away leave first, and by force: update-index --remove
+        # refuses a path whose folder became a symlink ("beyond a symbolic link") and would
+        # keep its stale entry. Left out means out of the tree too: an older version kept in
+        # the private index would be given back by a rollback as if it were the file's content.
+        self._update_index(to_update, skipped, remove=[*gone, *(s.path for s in skipped)])
+        self.raw.keep_raw_bytes(to_update)
+        return self._finish(memo, changed, gone, untracked, skipped, churn.state)
+
+    def _listing(self, paths: list[str] | None) -> tuple[list[str], list[str]]:
+        """``diff-files --name-status`` items and untracked paths, over ``paths`` (None: all)."""
+        if paths is not None and not paths:
+            return [], []
+        # Literal pathspecs: a changed path is that path (or, for a folder gone, its content).
+        status = self.git.lines_z(
+            [
+                "diff-files",
+                "-z",
+                "--name-status",
+                "--no-renames",
+                "--ignore-submodules=dirty",
+                "--",
+                *_literal(paths or ()),
+            ]
+        )
+        # A path diff-files named has an entry, so it cannot be untracked: with one changed
+        # tracked file (the usual case) there is nothing left to list.
+        rest = None if paths is None else sorted(set(paths) - set(status[1::2]))
+        untracked: list[str] = []
+        if rest is None or rest:
+            untracked = self.git.lines_z(
+                [
+                    "ls-files",
+                    "-z",
+                    "--others",
+                    "--exclude-standard",
+                    *self._exclude_args(),
+                    "--",
+                    *self._state_dir_pathspec(),
+                    *_literal(rest or ()),
+                ]
             )
+        # Anything git names beyond the paths asked about (a folder's content, a nested
+        # repository) is a change the watcher described differently: scan everything.
+        if paths is not None and not set(paths).issuperset([*untracked, *status[1::2]]):
+            raise _NeedFullScan
+        return status, untracked
+
+    def _sort(
+        self, changed: list[str], untracked: list[str], memo: dict[str, Any] | None
+    ) -> tuple[list[str], list[SkippedFile], Churn]:
+        """The paths to (re)hash and the ones left out (size cap, nested repository, churn)."""
         to_update: list[str] = []
-        for path in changed:
-            too_big = self._too_big(path)
-            if too_big is not None:
-                skipped.append(too_big)
-            else:
-                to_update.append(path)
+        skipped: list[SkippedFile] = []
         churn = churning(
             self.workspace,
             (memo or {}).get("churn") or {},
             [*changed, *untracked],
             min_size=self.churn_min_size,
         )
-        for path in untracked:
+        for path in [*changed, *untracked]:
             if path.endswith("/"):
-                # git lists an untracked nested repository as one folder entry and does not enter it.
+                # git lists an untracked nested repository as one folder entry, never entered.
                 nested = path.rstrip("/")
                 if self._nested_commit(nested) is None:
                     skipped.append(
@@ -285,15 +290,18 @@ class Snapshotter:
             if path in to_update:
                 to_update.remove(path)
                 skipped.append(SkippedFile(path, CHURN_REASON, size))
-        if skipped:
-            # Left out means out of the tree: an older version kept in the private index would
-            # be given back by a rollback as if it were the file's content.
-            self.git.run(
-                ["update-index", "--force-remove", "-z", "--stdin"],
-                input=encode_paths_z([s.path for s in skipped]),
-            )
-        self._update_index(to_update, skipped)
-        self.raw.keep_raw_bytes(to_update)
+        return to_update, skipped, churn
+
+    def _finish(
+        self,
+        memo: dict[str, Any] | None,
+        changed: list[str],
+        gone: list[str],
+        untracked: list[str],
+        skipped: list[SkippedFile],
+        churn: dict[str, list[int]],
+    ) -> Snapshot:
+        """Write the tree and the memo for the next snapshot."""
         # Two whole-index scans are needed only when what they find can have changed: the memo
         # of the last snapshot says so, unless someone else (a rollback) rewrote the index.
         touched = [*changed, *gone, *untracked]
@@ -325,7 +333,13 @@ class Snapshotter:
             blind = self._watch_blind()
         else:
             blind = None
-        self._save_memo(ignore_sig, links, churn.state, blind, [s.path for s in skipped])
+        self._memo.save(
+            ignore=ignore_sig,
+            gitlinks=links,
+            churn=churn,
+            blind=blind,
+            skipped=[s.path for s in skipped],
+        )
         return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(links))
 
     def _exclude_args(self) -> list[str]:
@@ -359,119 +373,10 @@ class Snapshotter:
             ["ls-files", "-z", "-c", "-i", "--exclude-standard", *self._exclude_args()]
         )
 
-    def _index_signature(self) -> list[int] | None:
-        try:
-            st = os.stat(self.index_file)
-        except FileNotFoundError:
-            return None
-        return [st.st_ino, st.st_size, st.st_mtime_ns]
-
-    def _load_memo(self) -> dict[str, Any] | None:
-        try:
-            memo = json.loads(self.memo_file.read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(memo, dict) or memo.get("index") != self._index_signature():
-            return None
-        return memo
-
-    def _save_memo(
-        self,
-        ignore_sig: list[object],
-        links: list[str],
-        churn: dict[str, list[int]],
-        blind: list[str] | None,
-        skipped: list[str],
-    ) -> None:
-        # git writes the index with the umask's mode; paella's state is private (0600).
-        with contextlib.suppress(OSError):
-            os.chmod(self.index_file, 0o600)
-        memo = {
-            "index": self._index_signature(),
-            "ignore": ignore_sig,
-            "gitlinks": links,
-            "churn": churn,
-            "blind": blind,
-            "skipped": skipped,
-        }
-        tmp = self.memo_file.with_name(self.memo_file.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(memo, handle)
-        os.replace(tmp, self.memo_file)
-
     def _ignore_signature(self) -> list[object]:
         """What the repository-wide exclude files look like now (per-folder .gitignore files are
         seen as changed paths instead)."""
-        if self._exclude_files is None:
-            files = [self.workspace.common_dir / "info" / "exclude"]
-            configured = self.workspace.git.out(
-                ["config", "--path", "core.excludesFile"], check=False
-            )
-            if configured:
-                files.append(Path(configured).expanduser())
-            else:
-                xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-                files.append(Path(xdg) / "git" / "ignore")
-            self._exclude_files = files
-        sig: list[object] = [list(self.exclude)]
-        for path in self._exclude_files:
-            try:
-                st = os.stat(path)
-                sig.append([str(path), st.st_size, st.st_mtime_ns])
-            except OSError:
-                sig.append([str(path), None])
-        return sig
-
-    def _seed_index(self) -> None:
-        if self.index_file.exists():
-            return
-        ensure_dir(self.index_file.parent)
-        real_index = self.workspace.git_dir / "index"
-        if real_index.exists() and self._plain_user_index():
-            # Starting from a copy of the user's index reuses its stat cache: the first snapshot
-            # hashes only what changed. A copy is a plain read: git replaces the index by rename.
-            tmp = self.index_file.with_name(self.index_file.name + ".seed")
-            _copy_keeping_mtime(real_index, tmp)
-            os.replace(tmp, self.index_file)
-            if self.git.run(["ls-files", "--stage"], check=False).returncode == 0:
-                self._clear_hiding_bits()
-                self.raw.keep_raw_bytes(self.raw.maybe_converted(self.workspace.git))
-                return
-            self.index_file.unlink()
-        if self.git.rev_parse("HEAD^{tree}"):
-            self.git.run(["read-tree", "HEAD"])
-
-    def _plain_user_index(self) -> bool:
-        """The user's index can be copied as a seed: no split index, no sparse checkout."""
-        values = self.workspace.git.run(
-            ["config", "--get-regexp", r"^(core\.splitindex|core\.sparsecheckout|index\.sparse)$"],
-            check=False,
-        ).stdout.decode(errors="replace")
-        return " true" not in values.lower()
-
-    def _clear_hiding_bits(self) -> None:
-        """Drop skip-worktree and assume-unchanged bits the copied index carries: with them git
-        would report a changed or missing file as unchanged."""
-        skip: list[str] = []
-        assume: list[str] = []
-        for item in self.git.run(["ls-files", "-v", "-z"]).stdout.split(b"\0"):
-            if len(item) < 3:
-                continue
-            tag, path = item[:1], item[2:].decode(errors="surrogateescape")
-            if tag in (b"S", b"s"):
-                skip.append(path)
-            if tag.islower():
-                assume.append(path)
-        if skip:
-            self.git.run(
-                ["update-index", "--no-skip-worktree", "-z", "--stdin"], input=encode_paths_z(skip)
-            )
-        if assume:
-            self.git.run(
-                ["update-index", "--no-assume-unchanged", "-z", "--stdin"],
-                input=encode_paths_z(assume),
-            )
+        return [list(self.exclude), *files_signature(self._exclude_files)]
 
     def _state_dir_pathspec(self) -> list[str]:
         # PAELLA_STATE_DIR may point inside the work tree; paella's own files are never snapshotted.
@@ -495,14 +400,27 @@ class Snapshotter:
     def _nested_commit(self, path: str) -> str | None:
         return Git(self.workspace.root / path).rev_parse("HEAD^{commit}")
 
-    def _update_index(self, paths: list[str], skipped: list[SkippedFile]) -> None:
+    def _update_index(
+        self, paths: list[str], skipped: list[SkippedFile], *, remove: list[str]
+    ) -> None:
+        """Take ``remove``'s entries out (by force), then (re)hash ``paths``: one git process
+        when the removals fit on its command line."""
+        removals: list[str] = []
+        if sum(len(p) + 3 for p in remove) <= _MAX_ARGV_BYTES:
+            # Paths on the command line are taken in order, before --stdin's; "./" keeps a path
+            # that starts with a dash from reading as an option.
+            removals = ["--force-remove", *(f"./{p}" for p in remove), "--no-force-remove"]
+        elif remove:
+            self.git.run(
+                ["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(remove)
+            )
         pending = list(dict.fromkeys(paths))
         for _ in range(_MAX_RETRIES):
-            if not pending:
+            if not pending and not removals:
                 return
             try:
                 self.git.run(
-                    ["update-index", "--add", "--remove", "-z", "--stdin"],
+                    ["update-index", *removals, "--add", "--remove", "-z", "--stdin"],
                     input=encode_paths_z(pending),
                 )
                 return
@@ -553,24 +471,6 @@ class Snapshotter:
             if entry.startswith(b"160000 "):
                 links.append(entry.split(b"\t", 1)[1].decode(errors="surrogateescape"))
         return links
-
-
-def _copy_keeping_mtime(source: Path, copy: Path) -> None:
-    """Copy an index file with its modification time (the copy private: 0600).
-
-    git trusts an entry's stat data only when the file is older than the index file itself;
-    an entry written in the index's own last clock tick is "racily clean" and git compares its
-    bytes. A copy with a new modification time would make those entries look settled, and a
-    same-size rewrite made in that tick would be read back as the old bytes (racy git).
-    """
-    # One open file for the bytes and the time: git replaces the index by rename meanwhile.
-    with open(source, "rb") as src:
-        times = os.fstat(src.fileno())
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    os.chmod(copy, 0o600)
-    os.utime(copy, ns=(times.st_atime_ns, times.st_mtime_ns))
 
 
 def _literal(paths: Iterable[str]) -> list[str]:

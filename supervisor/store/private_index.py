@@ -1,0 +1,161 @@
+"""paella's private index file and what is kept beside it: the seed, the memo, the exclude files.
+
+The private index (``GIT_INDEX_FILE`` under paella's state) persists between snapshots so that
+git's stat cache lets only changed files be hashed again. It starts as a copy of the user's index
+(:func:`seed`), with that index's modification time: git trusts an entry's stat data only when
+the file is older than the index file, so a copy stamped "now" would make entries written in the
+user's index's last clock tick look settled, and a same-size rewrite in that tick would be read
+back as the old bytes (racy git). The memo (:class:`Memo`) remembers what the last snapshot
+found (gitlinks, churn, watcher-blind entries, files left out) for the index it wrote, and is
+valid only while that very index file is in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from paella_tui.supervisor.base.files import ensure_dir
+from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.store.raw_blobs import RawBlobs
+from paella_tui.supervisor.store.workspace import Workspace
+
+
+def seed(index_file: Path, workspace: Workspace, git: Git, raw: RawBlobs) -> None:
+    """Create the private index if it is missing: a copy of the user's index when it is a plain
+    one (its stat cache: the first snapshot hashes only what changed), else HEAD's tree."""
+    if index_file.exists():
+        return
+    ensure_dir(index_file.parent)
+    real_index = workspace.git_dir / "index"
+    if real_index.exists() and _plain_user_index(workspace):
+        # A copy is a plain read: git replaces the index by rename, never in place.
+        tmp = index_file.with_name(index_file.name + ".seed")
+        copy_keeping_mtime(real_index, tmp)
+        os.replace(tmp, index_file)
+        if git.run(["ls-files", "--stage"], check=False).returncode == 0:
+            _clear_hiding_bits(git)
+            raw.keep_raw_bytes(raw.maybe_converted(workspace.git))
+            return
+        index_file.unlink()
+    if git.rev_parse("HEAD^{tree}"):
+        git.run(["read-tree", "HEAD"])
+
+
+def copy_keeping_mtime(source: Path, copy: Path) -> None:
+    """Copy an index file with its modification time (the copy private: 0600).
+
+    git trusts an entry's stat data only when the file is older than the index file itself;
+    an entry written in the index's own last clock tick is "racily clean" and git compares its
+    bytes. A copy with a new modification time would make those entries look settled, and a
+    same-size rewrite made in that tick would be read back as the old bytes (racy git).
+    """
+    # One open file for the bytes and the time: git may replace the index by rename meanwhile.
+    with open(source, "rb") as src:
+        times = os.fstat(src.fileno())
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    os.chmod(copy, 0o600)
+    os.utime(copy, ns=(times.st_atime_ns, times.st_mtime_ns))
+
+
+def _plain_user_index(workspace: Workspace) -> bool:
+    """The user's index can be copied as a seed: no split index, no sparse checkout."""
+    values = workspace.git.run(
+        ["config", "--get-regexp", r"^(core\.splitindex|core\.sparsecheckout|index\.sparse)$"],
+        check=False,
+    ).stdout.decode(errors="replace")
+    return " true" not in values.lower()
+
+
+def _clear_hiding_bits(git: Git) -> None:
+    """Drop skip-worktree and assume-unchanged bits the copied index carries: with them git
+    would report a changed or missing file as unchanged."""
+    skip: list[str] = []
+    assume: list[str] = []
+    for item in git.run(["ls-files", "-v", "-z"]).stdout.split(b"\0"):
+        if len(item) < 3:
+            continue
+        tag, path = item[:1], item[2:].decode(errors="surrogateescape")
+        if tag in (b"S", b"s"):
+            skip.append(path)
+        if tag.islower():
+            assume.append(path)
+    if skip:
+        git.run(["update-index", "--no-skip-worktree", "-z", "--stdin"], input=encode_paths_z(skip))
+    if assume:
+        git.run(
+            ["update-index", "--no-assume-unchanged", "-z", "--stdin"],
+            input=encode_paths_z(assume),
+        )
+
+
+def exclude_files(workspace: Workspace, config: bytes) -> list[Path]:
+    """The repository-wide exclude files git reads: ``info/exclude`` and ``core.excludesFile``
+    (else ``$XDG_CONFIG_HOME/git/ignore``), from ``git config -z --get-regexp`` output."""
+    files = [workspace.common_dir / "info" / "exclude"]
+    configured = ""
+    for item in config.split(b"\0"):
+        key, _, value = item.partition(b"\n")
+        if key.lower() == b"core.excludesfile":
+            configured = value.decode(errors="surrogateescape")  # the last one wins, as in git
+    if configured:
+        files.append(Path(os.path.expanduser(configured)))
+    else:
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+        files.append(Path(xdg) / "git" / "ignore")
+    return files
+
+
+def files_signature(files: list[Path]) -> list[object]:
+    """Size and modification time of each file (None for a missing one)."""
+    sig: list[object] = []
+    for path in files:
+        try:
+            st = os.stat(path)
+            sig.append([str(path), st.st_size, st.st_mtime_ns])
+        except OSError:
+            sig.append([str(path), None])
+    return sig
+
+
+class Memo:
+    """What the last snapshot found, kept beside the private index it wrote."""
+
+    def __init__(self, memo_file: Path, index_file: Path) -> None:
+        self.memo_file = memo_file
+        self.index_file = index_file
+
+    def _index_signature(self) -> list[int] | None:
+        try:
+            st = os.stat(self.index_file)
+        except FileNotFoundError:
+            return None
+        return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+    def load(self) -> dict[str, Any] | None:
+        """The memo, or None when there is none or another index replaced the one it saw."""
+        try:
+            memo = json.loads(self.memo_file.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(memo, dict) or memo.get("index") != self._index_signature():
+            return None
+        return memo
+
+    def save(self, **fields: object) -> None:
+        """Keep ``fields`` for the index as it is now (private files: 0600)."""
+        # git writes the index with the umask's mode; paella's state is private.
+        with contextlib.suppress(OSError):
+            os.chmod(self.index_file, 0o600)
+        memo = {"index": self._index_signature(), **fields}
+        tmp = self.memo_file.with_name(self.memo_file.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(memo, handle)
+        os.replace(tmp, self.memo_file)
