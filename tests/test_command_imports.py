@@ -19,7 +19,7 @@ import pytest
 # ``checkpoints`` (snapshot records), ``rollback`` with the warning about an interrupted one, and
 # ``byproducts`` (with ``globs``) with the files a snapshot leaves out; the snapshot's raw-bytes
 # hashing (``raw_blobs``), churn rule, owned lock and record of the watcher's changed paths
-# (``change_feed``), and the rollback's raw restore; the
+# (``change_feed``), its private index's seed and memo (``private_index``), and the rollback's raw restore; the
 # integrity checks every command makes on the state it opens (``integrity`` with ``mirror``,
 # ``ledger_schema`` for each record, ``run_lock`` to name the supervisor; ``frozen_contract``, the
 # contract a run is held to, which ``runs`` loads without importing ``integrity``). Loading the
@@ -65,6 +65,7 @@ CORE = {
     "paella_tui.supervisor.run.run_view",
     "paella_tui.supervisor.run.runs",
     "paella_tui.supervisor.store.snapshot",
+    "paella_tui.supervisor.store.private_index",
     "paella_tui.supervisor.agent.usage",
     "paella_tui.supervisor.store.workspace",
 }
