@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from paella_tui.supervisor.base.durations import format_duration
@@ -45,6 +45,16 @@ def _says(cls: type[E]) -> Callable[[Callable[[E], str | None]], Callable[[E], s
         return line
 
     return register
+
+
+def frozen_note(paths: Sequence[str]) -> str:
+    """`` (judged with tests/x.py as frozen, not as the workspace has it)`` when paths were."""
+    if not paths:
+        return ""
+    shown = ", ".join(str(p) for p in paths[:3]) + (
+        f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+    )
+    return f" (judged with {shown} as frozen, not as the workspace has it)"
 
 
 def describe(event: Event) -> str | None:
@@ -105,7 +115,9 @@ def _evaluation_finished(event: EvaluationFinished) -> str:
     green = sum(r.green for r in event.results)
     stale = " (stale)" if event.stale else ""
     episodes = f"{event.complete_episodes} episode(s) complete"
-    return f"  gates {green}/{len(event.results)} green, {episodes}{stale}"
+    return (
+        f"  gates {green}/{len(event.results)} green, {episodes}{stale}{frozen_note(event.frozen)}"
+    )
 
 
 @_says(CheckpointTaken)

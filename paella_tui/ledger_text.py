@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from paella_tui.event_text import describe as describe_event
+from paella_tui.event_text import frozen_note
 from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentStarted,
@@ -95,7 +96,7 @@ def _evaluation_finished(record: dict[str, Any]) -> str:
     total = len(green) + len(red)
     return (
         f"  gates {len(green)}/{total} green, {record.get('complete_episodes', 0)} "
-        f"episode(s) complete{failing}"
+        f"episode(s) complete{failing}{frozen_note(record.get('frozen') or ())}"
     )
 
 

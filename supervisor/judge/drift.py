@@ -21,6 +21,7 @@ from paella_tui.supervisor.base.durations import format_duration
 from paella_tui.supervisor.base.files import read_regular_file
 from paella_tui.supervisor.base.globs import match_any
 from paella_tui.supervisor.contract.model import CONTRACT_FILE, MAX_CONTRACT_BYTES, Contract
+from paella_tui.supervisor.judge.frozen import FrozenFiles
 from paella_tui.supervisor.run.events import DriftDetected, DriftKind
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -46,6 +47,8 @@ class DriftTracker:
         """The last activity time a stall was reported for; new activity re-arms the check."""
         self._claim_reported: tuple[int | None, frozenset[str]] | None = None
         self._history_reported: set[str] = set()
+        self.frozen: FrozenFiles | None = None
+        """The protected files' frozen content (start tree, or accepted since); None: the start."""
 
     # --- the tree --------------------------------------------------------------------------
 
@@ -64,15 +67,23 @@ class DriftTracker:
         """Protected paths whose content in ``tree`` differs from the run's start (and
         ``paella.toml`` when it differs from the frozen contract): while any does, the run is
         not done, whatever the gates say (an edited test can turn its own gate green)."""
-        changed = self._changed_paths(tree)
-        hits = {
-            path
-            for constraint in self.contract.constraints
-            if constraint.protect
-            for path in changed
-            if match_any(path, constraint.protect)
-        }
-        if _sha256(self.workspace.root / CONTRACT_FILE) != self.contract_sha256:
+        if self.frozen is not None:
+            # Against the frozen content, which a person may have moved on by accepting.
+            hits = {c.path for c in self.frozen.differing(tree)}
+            frozen_tree = self.frozen.tree
+        else:
+            changed = self._changed_paths(tree)
+            hits = {p for p in changed if match_any(p, self.contract.protected_globs())}
+            frozen_tree = self.start_tree
+        if CONTRACT_FILE in hits:
+            return sorted(hits)
+        in_tree = self.workspace.git.run(
+            ["cat-file", "-e", f"{frozen_tree}:{CONTRACT_FILE}"], check=False
+        )
+        if in_tree.returncode != 0 and (
+            _sha256(self.workspace.root / CONTRACT_FILE) != self.contract_sha256
+        ):
+            # Not in the snapshots (an ignored paella.toml): its hash is the only witness.
             hits.add(CONTRACT_FILE)
         return sorted(hits)
 

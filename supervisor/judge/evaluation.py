@@ -26,14 +26,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
-from paella_tui.supervisor.base.errors import GitError, PaellaError
-from paella_tui.supervisor.base.globs import match_any
+from paella_tui.supervisor.base.errors import PaellaError
 from paella_tui.supervisor.contract.model import Contract, Gate
+from paella_tui.supervisor.judge.frozen import GateFolder, Judged
+from paella_tui.supervisor.judge.gate_cache import GateCache, result_from_record
 from paella_tui.supervisor.judge.gates import log_tail, next_log_path, run_gate
 from paella_tui.supervisor.run.events import (
-    GREEN,
     RED,
     CheckpointTaken,
     DriftDetected,
@@ -83,6 +84,10 @@ class _Pass:
     """One evaluation in progress: the tree it judges and whether the workspace left it."""
 
     snap: Snapshot
+    judged: Judged
+    """What the gates judge: the tree itself, or it with protected paths at their frozen content."""
+    cwd: Path
+    """Where the gates run: the work tree, or a scratch tree holding ``judged.tree``."""
     moved: bool = False
     check: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -116,9 +121,7 @@ class Evaluator:
         self._emit = emit
         self._jobs = max(1, jobs if jobs is not None else contract.gates_config.jobs)
         self._base = base
-        self._keys = {gate.name: gate.definition_key() for gate in contract.gates}
-        # Keyed by (gate name, definition key, tree): two gates may share a command, never results.
-        self._cache: dict[tuple[str, str, str], GateResult] = {}
+        self._cache = GateCache(contract.gates, run.workspace.git)
         self._latest: dict[str, GateResult] = {}
         # Trees per gate as an insertion-ordered set: a resumed day-long run seeds tens of
         # thousands of results, and a list membership test made the seed quadratic.
@@ -135,7 +138,12 @@ class Evaluator:
         self._closed = False
         self._triggers: deque[float] = deque()
         self._stale_streak = 0
+        self._folder: GateFolder | None = None
         self.seed(history)
+
+    def judge_frozen(self, folder: GateFolder) -> None:
+        """Judge protected files at their frozen content from now on (the run's judge)."""
+        self._folder = folder
 
     # -- state -----------------------------------------------------------------------------
 
@@ -228,6 +236,8 @@ class Evaluator:
             worker.cancel()
             # wait() rather than await: the worker's cancellation is not ours to re-raise.
             await asyncio.wait([worker])
+        if self._folder is not None:
+            await asyncio.to_thread(self._folder.close)
         for request in (self._running, self._waiting):
             if request is not None:
                 _fail(request, EvaluatorClosed("the gate evaluator was closed"))
@@ -288,17 +298,27 @@ class Evaluator:
         epoch = self._epoch
         # The snapshot that starts an evaluation the watcher asked for follows its changed paths
         # (issue 17); any other trigger, and the checks after each gate, scan everything.
-        current = _Pass(await asyncio.to_thread(self._snapshot, request.follow))
+        snap = await asyncio.to_thread(self._snapshot, request.follow)
+        judged, cwd = Judged(snap.tree, ()), self._run.workspace.root
+        if self._folder is not None:
+            judged, cwd = await asyncio.to_thread(self._folder.place, snap.tree)
+        current = _Pass(snap, judged, cwd)
         tree = current.tree
+        self._cache.judged_as(tree, judged.tree)
         gates = self._contract.gates
         self._emit(
-            EvaluationStarted(tree=tree, reason=request.reason, gates=tuple(g.name for g in gates))
+            EvaluationStarted(
+                tree=tree,
+                reason=request.reason,
+                gates=tuple(g.name for g in gates),
+                frozen=judged.frozen,
+            )
         )
         results: dict[str, GateResult] = {}
         stale: set[str] = set()
         to_run: list[Gate] = []
         for gate in gates:
-            reused = None if request.force else await self._reusable(gate, tree)
+            reused = None if request.force else await self._reusable(gate, tree, judged.tree)
             if reused is None:
                 to_run.append(gate)
             else:
@@ -325,7 +345,11 @@ class Evaluator:
         # it green (GateFinished kept the status it had, next to stale=True).
         shown = tuple(_as_stale(r) if r.gate in stale else r for r in ordered)
         finished = EvaluationFinished(
-            tree=tree, results=shown, complete_episodes=complete, stale=current.moved
+            tree=tree,
+            results=shown,
+            complete_episodes=complete,
+            stale=current.moved,
+            frozen=judged.frozen,
         )
         self._emit(finished)
         for result in new_regressions:
@@ -336,7 +360,9 @@ class Evaluator:
             self._requeue_after_stale()
         else:
             self._stale_streak = 0
-            if complete > self.complete_on_base and self._takes_checkpoints:
+            # A tree whose protected files differ from their frozen content is no checkpoint:
+            # its gates judged other files than it holds, and a person has yet to decide.
+            if complete > self.complete_on_base and self._takes_checkpoints and not judged.frozen:
                 green_names = tuple(g.name for g in gates if g.name in green)
                 await self._checkpoint(current.snap, complete, green_names)
         return finished
@@ -354,9 +380,7 @@ class Evaluator:
             self._emit(GateStarted(gate=gate.name, tree=current.tree))
             try:
                 log_path = await asyncio.to_thread(next_log_path, self._run.dir, gate.name)
-                result = await run_gate(
-                    gate, tree=current.tree, cwd=self._run.workspace.root, log_path=log_path
-                )
+                result = await run_gate(gate, tree=current.tree, cwd=current.cwd, log_path=log_path)
             except OSError as exc:
                 # The log cannot be written (disk full, permissions): a visible red, not a crash.
                 result = GateResult(
@@ -370,7 +394,7 @@ class Evaluator:
         if moved:
             stale.add(gate.name)
         else:
-            self._cache[(gate.name, self._keys[gate.name], current.tree)] = result
+            self._cache.put(gate.name, current.judged.tree, result)
         self._emit(GateFinished(result=result, stale=moved))
 
     async def _moved(self, current: _Pass) -> bool:
@@ -386,30 +410,14 @@ class Evaluator:
                     current.moved = True
             return current.moved
 
-    async def _reusable(self, gate: Gate, tree: str) -> GateResult | None:
-        """A known result for ``gate`` on ``tree``: cached, or unchanged under its ``paths``."""
-        key = self._keys[gate.name]
-        hit = self._cache.get((gate.name, key, tree))
+    async def _reusable(self, gate: Gate, tree: str, judged: str) -> GateResult | None:
+        """A known result for ``gate`` on ``tree`` (which it judges as ``judged``): cached, or
+        unchanged under its ``paths``. Results are keyed by the judged tree."""
+        hit = self._cache.hit(gate.name, tree, judged)
         if hit is not None:
-            return replace(hit, cached=True)
+            return hit
         previous = self._latest.get(gate.name)
-        if not gate.paths or previous is None or previous.tree == tree:
-            return None
-        changed = await asyncio.to_thread(self._changed_paths, previous.tree, tree)
-        if changed is None or any(match_any(path, gate.paths) for path in changed):
-            return None
-        result = replace(previous, tree=tree, cached=True)
-        self._cache[(gate.name, key, tree)] = result
-        return result
-
-    def _changed_paths(self, old: str, new: str) -> list[str] | None:
-        """Paths that differ between two trees; None when git cannot tell (a pruned tree)."""
-        try:
-            return self._run.workspace.git.lines_z(
-                ["diff-tree", "-r", "-z", "--name-only", "--no-renames", old, new]
-            )
-        except GitError:
-            return None
+        return await asyncio.to_thread(self._cache.unchanged, gate, tree, judged, previous)
 
     def _snapshot(self, follow_changes: bool = False) -> Snapshot:
         """Snapshot the workspace under the lock (blocking: called in a thread)."""
@@ -512,31 +520,17 @@ class Evaluator:
 
     def seed(self, history: Iterable[dict[str, Any]]) -> None:
         """Learn latest, ever_green and the regressions already reported from the ledger."""
-        known = set(self._keys)
+        known = set(self._cache.keys)
         for record in history:
-            if record.get("kind", "gate-finished") != "gate-finished" or record.get("stale"):
-                continue
-            name, status, tree = record.get("gate"), record.get("status"), record.get("tree")
-            if name not in known or status not in GREEN | RED or not isinstance(tree, str):
-                continue
-            self._remember(
-                GateResult(
-                    gate=name,
-                    status=status,
-                    tree=tree,
-                    duration_s=float(record.get("duration_s") or 0.0),
-                    exit_code=record.get("exit_code"),
-                    attempts=int(record.get("attempts") or 1),
-                    log_path=record.get("log"),
-                    message=record.get("message") or "",
-                )
-            )
+            result = result_from_record(record, known)
+            if result is not None:
+                self._remember(result)
         for name, result in list(self._latest.items()):
             if result.log_path and not result.green:
                 # The handoff shows a failing gate's output: read it back from its log.
                 result = replace(result, tail=log_tail(result.log_path))
                 self._latest[name] = result
-            self._cache[(name, self._keys[name], result.tree)] = result
+            self._cache.put(name, result.tree, result)
 
 
 def _as_stale(result: GateResult) -> GateResult:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from paella_tui.supervisor.judge.frozen import ProtectedChange, ReviewChoice
 from paella_tui.supervisor.run.events import RecoveryFacts
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 
@@ -40,6 +41,8 @@ class Decision:
 
 
 Decide = Callable[[RecoveryFacts], Awaitable[Decision]]
+Review = Callable[[ProtectedChange], Awaitable[ReviewChoice]]
+"""Asks a person to accept or revert changed protected files (the TUI); headless has none."""
 
 
 def policy(on_death: OnDeath) -> Decide:

@@ -91,11 +91,15 @@ class DriftChecks:
             for drift in self.tracker.check_stall(last_activity, now):
                 self.emit(drift)
 
-    async def protected(self, tree: str) -> str | None:
-        """Protected files differ on ``tree`` from the run's start: said as drift; the note for
-        the recovery screen, or None when none did."""
+    async def protected_paths(self, tree: str) -> list[str]:
+        """Protected paths whose content on ``tree`` differs from their frozen content."""
         assert self.tracker is not None
-        touched = await asyncio.to_thread(self.tracker.protected_changes, tree)
+        return await asyncio.to_thread(self.tracker.protected_changes, tree)
+
+    async def protected(self, tree: str) -> str | None:
+        """Protected files differ on ``tree`` from their frozen content: said as drift; the note
+        for the recovery screen, or None when none did."""
+        touched = await self.protected_paths(tree)
         if not touched:
             return None
         # The judge is the contract as frozen: green gates over edited tests or an edited
@@ -104,16 +108,18 @@ class DriftChecks:
             DriftDetected(
                 drift="protected",
                 message=(
-                    f"not done: {_some_paths(touched)} differ from their content at run start, "
-                    "and the contract protects them. Revert them (roll back) or, if the change "
-                    "is right, accept it by starting a new run."
+                    f"not done: {some_paths(touched)} differ from their frozen content (the "
+                    "gates judged that, not the change), and the contract protects them. A "
+                    "person decides: accept or revert them in the TUI (`paella resume`), or "
+                    "revert them and resume."
                 ),
             )
         )
         # Said on the recovery screen: revert (roll back) or accept (continue).
-        return f"protected files changed: {_some_paths(touched)}"
+        return f"protected files changed: {some_paths(touched)}"
 
 
-def _some_paths(paths: list[str]) -> str:
+def some_paths(paths: list[str]) -> str:
+    """The first three paths, and how many more."""
     shown = ", ".join(paths[:3])
     return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")

@@ -161,6 +161,16 @@ class EvaluationStarted(Event):
     tree: str
     reason: str
     gates: tuple[str, ...]
+    frozen: tuple[str, ...] = ()
+    """Protected paths the workspace changed: the gates judge them at their frozen content, on a
+    scratch tree (empty: the gates judge the work tree as it is)."""
+
+    def record(self) -> dict[str, Any]:
+        """The fields, ``frozen`` only when the gates do not judge the work tree as it is."""
+        data: dict[str, Any] = {"tree": self.tree, "reason": self.reason, "gates": self.gates}
+        if self.frozen:
+            data["frozen"] = self.frozen
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,16 +218,21 @@ class EvaluationFinished(Event):
     complete_episodes: int
     """How many episodes are complete on ``tree`` (0 when stale)."""
     stale: bool = False
+    frozen: tuple[str, ...] = ()
+    """Protected paths judged at their frozen content, not as the workspace has them."""
 
     def record(self) -> dict[str, Any]:
         """Summarise the evaluation (per-gate details are in their own records)."""
-        return {
+        data: dict[str, Any] = {
             "tree": self.tree,
             "complete_episodes": self.complete_episodes,
             "stale": self.stale,
             "green": [r.gate for r in self.results if r.green],
             "red": [r.gate for r in self.results if r.status in RED],
         }
+        if self.frozen:
+            data["frozen"] = list(self.frozen)
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)

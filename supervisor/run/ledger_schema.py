@@ -138,6 +138,7 @@ SCHEMAS: Mapping[str, Mapping[str, tuple[Check, bool]]] = {
         "tree": (_str, True),
         "reason": (_str, False),
         "gates": (_STRS, False),
+        "frozen": (_STRS, False),
     },
     "gate-started": {"gate": (_str, True), "tree": (_str, True)},
     "gate-finished": {
@@ -158,6 +159,21 @@ SCHEMAS: Mapping[str, Mapping[str, tuple[Check, bool]]] = {
         "stale": (_bool, False),
         "green": (_STRS, False),
         "red": (_STRS, False),
+        "frozen": (_STRS, False),
+    },
+    # Protected files at run start vs now: a person's decision (judge/frozen.py).
+    "protected-accepted": {
+        "ref": (_paella_ref, True),
+        "commit": (_object_id, True),
+        "tree": (_object_id, True),
+        "paths": (_STRS, False),
+        "by": (_str, False),
+    },
+    "protected-reverted": {
+        "paths": (_STRS, False),
+        "salvage": (_count, False),
+        "salvage_ref": (_paella_ref, False),
+        "by": (_str, False),
     },
     "checkpoint": {**_SNAPSHOT, "episode": (_episode, False)},
     "salvage": _SNAPSHOT,

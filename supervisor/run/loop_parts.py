@@ -22,9 +22,10 @@ from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.judge.breaks import BreakTracker
 from paella_tui.supervisor.judge.byproducts import byproduct_globs
 from paella_tui.supervisor.judge.evaluation import Evaluator
+from paella_tui.supervisor.judge.frozen import FrozenFiles, GateFolder
 from paella_tui.supervisor.run.attempt_end import stopped_on_words
 from paella_tui.supervisor.run.attempt_runner import AttemptRunner
-from paella_tui.supervisor.run.decisions import Decide, Decision, DecisionChannel
+from paella_tui.supervisor.run.decisions import Decide, Decision, DecisionChannel, Review
 from paella_tui.supervisor.run.drift_checks import DriftChecks
 from paella_tui.supervisor.run.events import (
     CheckpointTaken,
@@ -74,8 +75,12 @@ class LoopParts:
         resume: bool = False,
         stop_grace: float = 10.0,
         not_before: float | None = None,
+        review: Review | None = None,
     ) -> None:
         self.run_ = run
+        self._review = review
+        self.frozen: FrozenFiles | None = None
+        """The protected files' frozen content, once the run's start tree is known."""
         self.workspace = run.workspace
         self.contract = contract
         self._consumer = emit
@@ -151,6 +156,16 @@ class LoopParts:
             on_flapping=self._on_flapping,
             on_gap=self.snapshotter.changes.gap,
         )
+
+    async def _freeze(self, start_tree: str) -> None:
+        """From now on the gates and the drift checks judge protected files at their frozen
+        content (the start tree's, or what a person accepted since)."""
+        self.frozen = await asyncio.to_thread(
+            FrozenFiles.for_run, self.run_, self.contract, start_tree, self.run_.ledger.read()
+        )
+        assert self.drift.tracker is not None
+        self.drift.tracker.frozen = self.frozen
+        self.evaluator.judge_frozen(GateFolder(self.frozen, links=self.contract.steps.link))
 
     # --- events -------------------------------------------------------------------------
 

@@ -31,6 +31,8 @@ from paella_tui.supervisor.base.files import write_atomic
 from paella_tui.supervisor.run.attempt_end import lost_attempt
 from paella_tui.supervisor.run.decisions import Decide as Decide
 from paella_tui.supervisor.run.decisions import Decision as Decision
+from paella_tui.supervisor.run.decisions import Review as Review
+from paella_tui.supervisor.run.drift_checks import some_paths
 from paella_tui.supervisor.run.events import (
     AgentExited,
     Ending,
@@ -76,6 +78,7 @@ class RunLoop(LoopParts):
         self.recovery.start_tree = start_tree
         self.breaks.start(start_tree)
         self.drift.start(start_tree, self._contract_sha)
+        await self._freeze(start_tree)
         tasks = [
             asyncio.create_task(self.watcher.run(), name="paella-watcher"),
             asyncio.create_task(self._tick(), name="paella-ticker"),
@@ -166,7 +169,7 @@ class RunLoop(LoopParts):
         finished = await final
         if self._stop_requested:
             return self._stopped(self._stop_requested)
-        ending = await self._ending(exited, finished)
+        finished, ending = await self._ending(exited, finished)
         if ending == "done":
             self.state = "done"
             self.emit(RunDone(tree=finished.tree, gates=tuple(r.gate for r in finished.results)))
@@ -187,13 +190,12 @@ class RunLoop(LoopParts):
         outcome = await self._decide_and_act(ending, exited, finished)
         return outcome if outcome is not None else f"{exited.describe()} ({ending})"
 
-    async def _ending(self, exited: AgentExited, finished: EvaluationFinished) -> Ending:
-        """How the attempt ended, the final tree judged: drift first, then the verdict."""
-        all_green = (
-            bool(self.contract.gates)
-            and not finished.stale
-            and all(r.green for r in finished.results)
-        )
+    async def _ending(
+        self, exited: AgentExited, finished: EvaluationFinished
+    ) -> tuple[EvaluationFinished, Ending]:
+        """How the attempt ended, the final tree judged: drift first, then the verdict (a new
+        one when a person accepted or reverted changed protected files); both to go on with."""
+        all_green = self._all_green(finished)
         if not exited.false_success:
             # An exit 0 its own stream called an error claims nothing: it is a failure.
             self.drift.claimed_done(
@@ -205,12 +207,63 @@ class RunLoop(LoopParts):
         await self.drift.settled()
         ending = classify(exited, all_gates_green=all_green, transient=self._transient)
         if ending != "done":
-            return ending
+            return finished, ending
+        return await self._hold_to_frozen(exited, finished)
+
+    def _all_green(self, finished: EvaluationFinished) -> bool:
+        return (
+            bool(self.contract.gates)
+            and not finished.stale
+            and all(r.green for r in finished.results)
+        )
+
+    async def _hold_to_frozen(
+        self, exited: AgentExited, finished: EvaluationFinished
+    ) -> tuple[EvaluationFinished, Ending]:
+        """Green gates over changed protected files are not done: a person accepts or reverts
+        (the TUI), else the ending becomes ``claimed-done``. The verdict and ending to go on with."""
+        ending: Ending = "done"
+        if self._review is not None and await self.drift.protected_paths(finished.tree):
+            # A person accepts or reverts; the gates then judge again (forced).
+            reviewed = await self._review_protected(finished.tree)
+            if reviewed is not None:
+                finished = reviewed
+                all_green = self._all_green(finished)
+                ending = classify(exited, all_gates_green=all_green, transient=self._transient)
+                if ending != "done":
+                    return finished, ending
         note = await self.drift.protected(finished.tree)
         if note is None:
-            return ending
+            return finished, ending
+        # Said on the recovery screen: revert (roll back) or accept (continue).
         self.recovery.protected_note = note
-        return "claimed-done"
+        return finished, "claimed-done"
+
+    async def _review_protected(self, tree: str) -> EvaluationFinished | None:
+        """Ask a person about changed protected files; act, then the new verdict (None: later)."""
+        assert self.frozen is not None and self._review is not None
+        change = await asyncio.to_thread(self.frozen.describe, tree)
+        if not change.changes:
+            return None
+        choice = await self._review(change)
+        shown = some_paths(list(change.paths))
+        if choice == "accept":
+            await asyncio.to_thread(self.frozen.accept, self.run_, tree, by="user")
+            self.emit(Notice(message=f"accepted (by you) as the frozen content: {shown}"))
+        elif choice == "revert":
+            salvage = await asyncio.to_thread(
+                self.frozen.revert, self.run_, self.snapshotter, by="user"
+            )
+            undo = f"; `paella rollback {salvage.name} --yes` undoes it" if salvage else ""
+            self.emit(Notice(message=f"reverted to their frozen content: {shown}{undo}"))
+        else:
+            return None
+        finished = await self.evaluator.evaluate(f"protected files: {choice}", force=True)
+        for _ in range(3):  # the revert's own writes may move the tree under the gates
+            if not finished.stale:
+                break
+            finished = await self.evaluator.evaluate("the tree changed while the gates ran")
+        return finished
 
     async def _final_evaluation(self) -> EvaluationFinished:
         """Judge the tree the agent left (again while it keeps changing under the gates)."""

@@ -1,0 +1,301 @@
+"""The protected files as frozen at run start: what the gates judge, and a person's accept or revert.
+
+The judge is the contract as frozen (issue 11): an agent that edits a protected test (a
+constraint's ``protect`` globs, and ``paella.toml`` itself) must not turn its gate green. The
+frozen content of those paths is a git tree, first the run's start tree (``run-tree``), later a
+tree a person accepted. For any workspace tree T, :meth:`FrozenFiles.judged` gives the tree the
+gates judge: T itself while no protected path differs (the gates run in the work tree, at no
+cost), otherwise T with every protected path at its frozen content (added files removed,
+deleted files back), built in a private index and written out to a scratch tree.
+
+While a protected path differs the run is not done; a person decides:
+
+- **accept**: the workspace's content becomes the frozen content. The new frozen tree is kept
+  under ``<run refs>/frozen/<n>`` (pushed to the mirror before its ledger record, like a
+  checkpoint) and recorded as ``protected-accepted`` with who decided. A record the mirror does
+  not confirm (a forged line) is ignored when the run is read again.
+- **revert**: the protected paths are written back byte for byte from the frozen tree (blobs
+  written by paella, no checkout), after a salvage snapshot: ``paella rollback salvage:N --yes``
+  undoes it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from paella_tui.supervisor.base.errors import GitError, WorkspaceError
+from paella_tui.supervisor.base.globs import match_any
+from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract
+from paella_tui.supervisor.run.ledger import LedgerRead
+from paella_tui.supervisor.run.runs import Run, save_to_mirror
+from paella_tui.supervisor.store import checkpoints
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.mirror import Mirror
+from paella_tui.supervisor.store.raw_restore import (
+    Change,
+    RestoreStopped,
+    apply_changes,
+    tree_changes,
+    verify_written,
+)
+from paella_tui.supervisor.store.scratch_tree import ScratchTree
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
+
+ACCEPTED = "protected-accepted"
+REVERTED = "protected-reverted"
+_ABSENT_MODE = "000000"
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The tree the gates judge for one workspace tree."""
+
+    tree: str
+    """The workspace tree, with protected paths at their frozen content."""
+    frozen: tuple[str, ...]
+    """The protected paths the workspace has changed (held at their frozen content); empty
+    when the gates judge the workspace tree itself."""
+
+
+ReviewChoice = Literal["accept", "revert", "later"]
+"""A person's answer about changed protected files (``later``: decide in the recovery)."""
+
+_DIFF_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class ProtectedChange:
+    """Protected files that differ from their frozen content: what a person accepts or reverts."""
+
+    tree: str
+    """The workspace tree that holds the change."""
+    changes: tuple[tuple[str, str], ...]
+    """(status, path) per changed path: ``A`` added, ``D`` deleted, ``M`` modified, ``T`` type."""
+    diff: str
+    """The change as a unified diff from the frozen content (cut at 256 KiB)."""
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The changed protected paths."""
+        return tuple(path for _, path in self.changes)
+
+
+def protected_globs(contract: Contract) -> tuple[str, ...]:
+    """Every protected glob of the contract, and the contract file itself (at the root)."""
+    return (*contract.protected_globs(), f"/{CONTRACT_FILE}")
+
+
+class FrozenFiles:
+    """The frozen content of the protected paths of one run, and what differs from it."""
+
+    def __init__(self, workspace: Workspace, globs: Sequence[str], tree: str) -> None:
+        """``tree`` holds the frozen content (the run's start tree, or the last accepted one)."""
+        self.workspace = workspace
+        self.globs = tuple(globs)
+        self.tree = tree
+        """The frozen tree: protected paths are judged at their content here."""
+        self._judged: dict[str, Judged] = {}
+
+    @classmethod
+    def for_run(
+        cls, run: Run, contract: Contract, start_tree: str, read: LedgerRead
+    ) -> FrozenFiles:
+        """The run's frozen files: its start tree, or the newest accepted tree the mirror confirms."""
+        tree = start_tree
+        accepted = [r for r in read.records if r.get("kind") == ACCEPTED]
+        if accepted:
+            mirrored = Mirror.for_workspace(run.workspace).refs(run.run_id) or {}
+            for record in reversed(accepted):
+                if _confirmed(run.workspace.git, record, mirrored):
+                    tree = str(record["tree"])
+                    break
+        return cls(run.workspace, protected_globs(contract), tree)
+
+    def differing(self, tree: str) -> list[Change]:
+        """The protected paths whose content (or mode, or presence) in ``tree`` is not frozen;
+        ``old_*`` is the frozen side."""
+        if tree == self.tree:
+            return []
+        return [
+            c
+            for c in tree_changes(self.workspace.git, self.tree, tree)
+            if match_any(c.path, self.globs)
+        ]
+
+    def judged(self, tree: str) -> Judged:
+        """The tree the gates judge for the workspace tree ``tree`` (memoised per frozen tree)."""
+        key = f"{self.tree}:{tree}"
+        known = self._judged.get(key)
+        if known is not None:
+            return known
+        changes = self.differing(tree)
+        result = (
+            Judged(tree, ())
+            if not changes
+            else Judged(_overlay(self.workspace, tree, changes), _paths(changes))
+        )
+        if len(self._judged) > 256:
+            self._judged.clear()
+        self._judged[key] = result
+        return result
+
+    def describe(self, tree: str) -> ProtectedChange:
+        """What differs in ``tree`` from the frozen content, with its diff."""
+        changes = self.differing(tree)
+        paths = [c.path for c in changes]
+        diff = b""
+        if paths:
+            diff = self.workspace.git.run(
+                [
+                    "diff",
+                    "--no-color",
+                    "--no-ext-diff",
+                    "--no-renames",
+                    self.tree,
+                    tree,
+                    "--",
+                    *[f":(literal){p}" for p in paths],
+                ]
+            ).stdout
+        text = diff[:_DIFF_BYTES].decode(errors="replace")
+        if len(diff) > _DIFF_BYTES:
+            text += f"\n… (the diff goes on: {len(diff)} bytes in all)\n"
+        return ProtectedChange(tree, tuple((c.status, c.path) for c in changes), text)
+
+    def accept(self, run: Run, tree: str, *, by: str) -> list[str]:
+        """Make the protected content of ``tree`` the frozen content; return the paths accepted."""
+        changes = self.differing(tree)
+        if not changes:
+            return []
+        # The new frozen tree: the old one with the accepted paths at their new content.
+        new_tree = _overlay(self.workspace, self.tree, [_reverse(c) for c in changes])
+        git = self.workspace.git
+        paths = list(_paths(changes))
+        body = f"paella: protected files accepted by {by}: {', '.join(paths[:20])}\n"
+        commit = git.out(["commit-tree", new_tree], input=body.encode())
+        n = 1 + sum(1 for r in run.ledger.read().records if r.get("kind") == ACCEPTED)
+        while True:
+            ref = f"{run.ref_prefix}/frozen/{n}"
+            try:
+                git.run(["update-ref", "-m", "paella: frozen files accepted", ref, commit, ""])
+                break
+            except GitError:
+                if git.rev_parse(ref) is None:
+                    raise
+                n += 1
+        save_to_mirror(run, {ref: commit}, state=False)
+        run.ledger.append(ACCEPTED, ref=ref, commit=commit, tree=new_tree, paths=paths, by=by)
+        self.tree = new_tree
+        return paths
+
+    def revert(self, run: Run, snapshotter: Snapshotter, *, by: str) -> SnapshotRecord | None:
+        """Write the protected paths back from the frozen tree, after a salvage; the salvage
+        (None when nothing differed). Raises WorkspaceError when a file cannot be written."""
+        with snapshotter.locked("reverting protected files"):
+            snap = snapshotter.take()
+            if not self.differing(snap.tree):
+                return None
+            salvage = checkpoints.take_salvage(run, snapshotter, reason="revert protected files")
+            changes = [_reverse(c) for c in self.differing(salvage.tree)]
+            undo = f"`paella rollback {salvage.name} --yes` puts the changed files back"
+            try:
+                apply_changes(snapshotter.git, self.workspace.root, changes)
+            except RestoreStopped as stop:
+                raise WorkspaceError(
+                    f"reverting the protected files stopped at {stop.path}: {stop.error}",
+                    hint=f"{len(stop.changed)} path(s) were reverted; {undo}.",
+                ) from stop
+            wrong = verify_written(
+                self.workspace.root,
+                changes,
+                lambda data: snapshotter.blob_id(data, like=self.tree),
+            )
+            if wrong:
+                raise WorkspaceError(
+                    f"reverting the protected files did not hold: {', '.join(wrong[:5])} differ",
+                    hint=f"{undo}.",
+                )
+            run.ledger.append(
+                REVERTED,
+                paths=[c.path for c in changes],
+                salvage=salvage.n,
+                salvage_ref=salvage.ref,
+                by=by,
+            )
+        return salvage
+
+
+def _reverse(change: Change) -> Change:
+    """The same change read the other way (new side first; an added file is deleted)."""
+    status = {"A": "D", "D": "A"}.get(change.status, change.status)
+    return Change(
+        status, change.path, change.new_mode, change.old_mode, change.new_oid, change.old_oid
+    )
+
+
+def _overlay(workspace: Workspace, tree: str, changes: list[Change]) -> str:
+    """``tree`` with each changed protected path at its frozen side (built in a private index)."""
+    git_dir = workspace.git_dir
+    index = git_dir / f"paella-frozen-{uuid.uuid4().hex}.index"
+    git = Git(workspace.root, index_file=index)
+    lines = []
+    for change in changes:
+        path = change.path.encode(errors="surrogateescape")
+        if change.old_mode == _ABSENT_MODE:
+            lines.append(b"0 " + b"0" * len(change.old_oid) + b"\t" + path + b"\0")
+        else:
+            lines.append(f"{change.old_mode} {change.old_oid}\t".encode() + path + b"\0")
+    try:
+        git.run(["read-tree", tree])
+        git.run(["update-index", "-z", "--index-info"], input=b"".join(lines))
+        return git.out(["write-tree"])
+    finally:
+        index.unlink(missing_ok=True)
+
+
+def _paths(changes: list[Change]) -> tuple[str, ...]:
+    return tuple(sorted(c.path for c in changes))
+
+
+def _confirmed(git: Git, record: dict[str, object], mirrored: dict[str, str]) -> bool:
+    """Whether an accept record is the mirror's: its ref holds its commit there, whose tree it names."""
+    ref, commit, tree = record.get("ref"), record.get("commit"), record.get("tree")
+    if not (isinstance(ref, str) and isinstance(commit, str) and isinstance(tree, str)):
+        return False
+    if mirrored.get(ref) != commit:
+        return False
+    proc = git.run(["rev-parse", "--verify", "-q", f"{commit}^{{tree}}"], check=False)
+    return proc.returncode == 0 and proc.stdout.decode().strip() == tree
+
+
+class GateFolder:
+    """Where the gates run for a workspace tree: the work tree itself while no protected path
+    differs from its frozen content, else a scratch tree holding the judged tree."""
+
+    def __init__(self, frozen: FrozenFiles, *, links: tuple[str, ...] = ()) -> None:
+        """``links``: ignored paths the gates need (``[steps] link``), linked into the scratch tree."""
+        self.frozen = frozen
+        self.links = links
+        self._scratch: ScratchTree | None = None
+
+    def place(self, tree: str) -> tuple[Judged, Path]:
+        """What the gates judge for ``tree``, and the folder that holds it (blocking)."""
+        judged = self.frozen.judged(tree)
+        if not judged.frozen:
+            return judged, self.frozen.workspace.root
+        if self._scratch is None:
+            self._scratch = ScratchTree(self.frozen.workspace, links=self.links)
+        self._scratch.checkout(judged.tree)
+        return judged, self._scratch.path
+
+    def close(self) -> None:
+        """Delete the scratch tree, if one was made."""
+        scratch, self._scratch = self._scratch, None
+        if scratch is not None:
+            scratch.close()
