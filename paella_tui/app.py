@@ -26,12 +26,14 @@ from paella_tui.app_keys import RunKeys
 from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.main_screen import MainScreen
 from paella_tui.notify import Alarm, Alert, alert_for
+from paella_tui.protected_screen import ProtectedScreen
 from paella_tui.quit_signals import QuitSignals
 from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.run_board import RunBoard
 from paella_tui.run_commands import RunCommands
 from paella_tui.supervisor.agent.output_tail import OutputTail
 from paella_tui.supervisor.contract.model import Contract
+from paella_tui.supervisor.judge.frozen import ProtectedChange, ReviewChoice
 from paella_tui.supervisor.run.decisions import Decision, OnDeath, policy
 from paella_tui.supervisor.run.events import (
     AgentExited,
@@ -183,6 +185,7 @@ class PaellaApp(RunKeys):
                 contract=self.contract,
                 emit=self.feed,
                 decide=None if self._on_death == "ask" else policy(self._on_death),
+                review=self._review,
                 resume=resume,
                 stop_grace=self._stop_grace,
                 not_before=self._not_before if resume else None,
@@ -340,6 +343,13 @@ class PaellaApp(RunKeys):
         if not facts.gates_final and verdict is not None:
             # The verdict came before the screen: take it in now, as if it came after.
             self.call_later(screen.final_gates, verdict.results, set(self.board.ever_green))
+
+    async def _review(self, change: ProtectedChange) -> ReviewChoice:
+        """The run loop's ``review``: the protected-files screen (``later`` under a policy)."""
+        if self._quitting or self._on_death != "ask":
+            return "later"
+        self.clear_notifications()
+        return await ProtectedScreen.ask(self, change)
 
     # --- quitting --------------------------------------------------------------------------------
 
