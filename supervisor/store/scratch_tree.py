@@ -1,16 +1,19 @@
 """Scratch trees: a git tree written out to a temporary folder outside the work tree, to run gates on.
 
-A bisect judges old steps, and a gate must never run in the user's work tree for that (the agent
-may be working there, and nothing of the user's is touched). A :class:`ScratchTree` is a folder
-of its own with an index of its own (``GIT_INDEX_FILE`` in the scratch area) and the repository's
-object store: the first tree is written with ``checkout-index``, later trees with a two-way
-``read-tree -m -u``, so moving between neighbouring steps rewrites only the files that differ.
-The user's work tree, index, HEAD and branch are never read for writing; no ref is made.
+A bisect judges old steps, and the run's judge judges the work with protected files at their
+frozen content: a gate must never run in the user's work tree for that (the agent may be working
+there, and nothing of the user's is touched). A :class:`ScratchTree` is a folder of its own; the
+repository's object store is only read. The user's work tree, index, HEAD and branch are never
+written; no ref is made.
 
-Files are written as the snapshot stored them: where git would convert bytes on the way out
-(``text``/``eol`` attributes, ``core.autocrlf``), the raw blob is written instead, as a rollback
-does. Ignored paths the gates need (a virtualenv, ``node_modules``) are not in any snapshot;
-``links`` names them, and each is symlinked from the work tree into the scratch tree.
+Files are written by paella from the raw blobs (:mod:`raw_restore`, as a rollback writes them):
+no ``git checkout``, so neither ``core.autocrlf``/``core.eol`` (configuration), nor ``text``/
+``eol``/``ident`` attributes, nor a smudge filter ever changes a byte. Moving to another tree
+writes only what differs between the two, plus what a gate changed in the folder since: each
+file written is remembered with its ``lstat`` (inode, size, mtime in ns, mode), and one that no
+longer matches is written again. Files a gate created are left, as untracked files are in a
+work tree. Ignored paths the gates need (a virtualenv, ``node_modules``) are not in any
+snapshot; ``links`` names them, and each is symlinked from the work tree into the scratch tree.
 
 The scratch tree is not a git repository (it has no ``.git``): gates that need git history see
 none. Usage::
@@ -26,17 +29,22 @@ import contextlib
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
 from paella_tui.supervisor.base.errors import WorkspaceError
-from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.store.raw_restore import (
+    GITLINK_MODE,
+    Change,
+    RestoreStopped,
+    apply_changes,
+    tree_changes,
+)
 from paella_tui.supervisor.store.workspace import Workspace
 
-# Attributes under which git may change a file's bytes between a blob and the work tree.
-_CONVERTING = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
-# Never convert on the way out, whatever the user's configuration says.
-_RAW_CONFIG = ("core.autocrlf=false", "core.eol=lf", "core.safecrlf=false", "core.symlinks=true")
+_Stat = tuple[int, int, int, int]
+"""(inode, size, mtime in ns, mode) of a file as written."""
 
 
 class ScratchTree:
@@ -63,14 +71,9 @@ class ScratchTree:
         self.path.mkdir(mode=0o700)
         self.tree: str | None = None
         """The tree the folder holds now (None before the first checkout)."""
-        self._raw: set[str] = set()
-        """Paths written from the raw blob (git would convert them)."""
-        self._git = Git(self.path, index_file=area / "index")
-        self._prefix = [
-            *(arg for pair in _RAW_CONFIG for arg in ("-c", pair)),
-            f"--git-dir={workspace.git_dir}",
-            f"--work-tree={self.path}",
-        ]
+        self._git = workspace.git
+        self._written: dict[str, tuple[str, str, _Stat | None]] = {}
+        """Each path of the tree held: its mode, its blob and its lstat as written."""
 
     def __enter__(self) -> ScratchTree:
         return self
@@ -83,63 +86,51 @@ class ScratchTree:
     ) -> None:
         self.close()
 
-    def _run(self, args: list[str], *, input: bytes | None = None) -> bytes:
-        return self._git.run([*self._prefix, *args], input=input).stdout
-
     def checkout(self, tree: str) -> None:
         """Make the folder hold exactly ``tree`` (plus the links); only differing files are written."""
         if tree == self.tree:
             return
-        if self.tree is None:
-            self._run(["read-tree", tree])
-            self._run(["checkout-index", "-a", "-f"])
-            written = [
-                p.decode(errors="surrogateescape")
-                for p in self._run(["ls-files", "-z"]).split(b"\0")
-                if p
-            ]
-        else:
-            # -m -u: a two-way merge that writes and removes only what differs between the trees.
-            # --reset: a gate that edited a tracked file in here must not block the move.
-            self._run(["read-tree", "--reset", "-u", self.tree])
-            self._run(["read-tree", "-m", "-u", self.tree, tree])
-            written = [
-                p.decode(errors="surrogateescape")
-                for p in self._run(
-                    ["diff-tree", "-r", "-z", "--name-only", "--no-renames", self.tree, tree]
-                ).split(b"\0")
-                if p
-            ]
+        start = self.tree or self._git.out(["mktree"], input=b"")  # the empty tree
+        # What a gate changed or deleted here since is written again from the tree's blob (an
+        # unknown old side: never taken for a mode-only change).
+        touched = {
+            path: (mode, oid)
+            for path, (mode, oid, written) in self._written.items()
+            if _stat(self.path / path) != written
+        }
+        changes = [
+            replace(c, old_oid="0" * len(c.old_oid)) if c.path in touched and c.status != "D" else c
+            for c in tree_changes(self._git, start, tree)
+        ]
+        moved = {c.path for c in changes}
+        for path, (mode, oid) in touched.items():
+            if path not in moved:
+                changes.append(Change("M", path, mode, mode, "0" * len(oid), oid))
+        try:
+            apply_changes(self._git, self.path, changes)
+        except RestoreStopped as stop:
+            self.tree = None  # unknown now: the next checkout starts from a fresh folder
+            self._reset()
+            raise WorkspaceError(
+                f"could not write the scratch tree at {stop.path}: {stop.error}",
+                hint="free space in the temporary folder (TMPDIR) and try again.",
+            ) from stop
+        for change in changes:
+            if change.status == "D":
+                self._written.pop(change.path, None)
+            elif change.new_mode == GITLINK_MODE:
+                self._written[change.path] = (change.new_mode, change.new_oid, None)
+            else:
+                entry = (change.new_mode, change.new_oid, _stat(self.path / change.path))
+                self._written[change.path] = entry
         self.tree = tree
-        # --reset rewrote the raw files of the tree before through git's conversion: again.
-        self._write_raw(sorted({*written, *self._raw}))
         self._link()
 
-    def _write_raw(self, paths: list[str]) -> None:
-        """Rewrite, from the raw blob, the files git may have converted on the way out."""
-        present = [p for p in paths if os.path.isfile(self.path / p)]
-        if not present:
-            return
-        data = self._run(
-            ["check-attr", "-z", "--stdin", *_CONVERTING], input=encode_paths_z(present)
-        ).split(b"\0")
-        converting = sorted(
-            {
-                data[i].decode(errors="surrogateescape")
-                for i in range(0, len(data) - 2, 3)
-                if data[i + 2] not in (b"unspecified", b"unset")
-            }
-        )
-        self._raw = {p for p in self._raw if os.path.lexists(self.path / p)} | set(converting)
-        for path in converting:
-            blob = self._run(["rev-parse", f"{self.tree}:{path}"]).decode().strip()
-            raw = self._run(["cat-file", "blob", blob])
-            target = self.path / path
-            mode = target.stat().st_mode
-            target.unlink()
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o777)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(raw)
+    def _reset(self) -> None:
+        """Empty the folder (after a failed write, nothing in it is known any more)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.path.mkdir(mode=0o700, exist_ok=True)
+        self._written.clear()
 
     def _link(self) -> None:
         """Symlink each configured ignored path from the work tree, where the tree has none."""
@@ -165,3 +156,12 @@ class ScratchTree:
                         os.unlink(path)
 
             shutil.rmtree(self._area, onerror=unlock)
+
+
+def _stat(path: Path) -> _Stat | None:
+    """The ``lstat`` of a written file that says whether it was touched since (None: gone)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)
