@@ -22,7 +22,8 @@ import pytest
 # (``change_feed``), its private index's seed and memo (``private_index``), and the rollback's raw restore; the
 # integrity checks every command makes on the state it opens (``integrity`` with ``mirror``,
 # ``ledger_schema`` for each record, ``run_lock`` to name the supervisor; ``frozen_contract``, the
-# contract a run is held to, which ``runs`` loads without importing ``integrity``). Loading the
+# contract a run is held to, which ``runs`` loads without importing ``integrity``; ``left_locks``,
+# with which a rollback clears a lock its killed predecessor's git child left). Loading the
 # contract takes its reader in parts (``loader``, ``validation``, ``sections``, ``toml_lines``,
 # ``problems``, ``command_line``) and the profiles' command table (``agent.profiles.commands``,
 # plain strings, in a package that holds only a docstring): a contract naming a ``profile`` is read
@@ -51,6 +52,7 @@ CORE = {
     "paella_tui.supervisor.base.errors",
     "paella_tui.supervisor.base.files",
     "paella_tui.supervisor.store.gitcli",
+    "paella_tui.supervisor.store.left_locks",
     "paella_tui.supervisor.base.globs",
     "paella_tui.supervisor.run.integrity",
     "paella_tui.supervisor.run.frozen_contract",

@@ -14,6 +14,7 @@ undo it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import uuid
@@ -25,6 +26,7 @@ from paella_tui.supervisor.base.errors import GitError, WorkspaceError
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store import checkpoints
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.left_locks import clear_left_locks, recorded_locks
 from paella_tui.supervisor.store.raw_restore import (
     Change,
     RestoreStopped,
@@ -116,6 +118,9 @@ def rollback(
             f"cannot roll back while the agent runs (run {run.run_id})",
             hint="stop it first (`s` in the TUI), then roll back. Nothing was changed.",
         )
+    # A lock paella's own git child left when paella was killed would fail this rollback (and
+    # the undo it printed) at HEAD; it is paella's to remove, and said so.
+    cleared = clear_left_locks(workspace)
     workspace.require_quiet("roll back", needs_index=True)
     git = workspace.git
     if git.rev_parse(f"{target.commit}^{{commit}}") is None:
@@ -127,7 +132,8 @@ def rollback(
     _refuse_branch_of_another_worktree(run, target, current)
     progress = _Progress()
     try:
-        return _rollback(run, target, snapshotter, progress, current)
+        result = _rollback(run, target, snapshotter, progress, current)
+        return dataclasses.replace(result, notes=(*cleared, *result.notes))
     except OSError as err:
         # Space or permissions ran out outside the restore itself (the ledger, the salvage).
         said = f"{err.strerror or err}" + (f" ({err.filename})" if err.filename else "")
@@ -242,9 +248,12 @@ def _rollback(
         progress.files_changed = bool(written)
         _kill_point("after-worktree")
         try:
-            _restore_head(run, target, current)
-            _kill_point("after-head")
-            _restore_index(run, target)
+            with recorded_locks(
+                run.workspace, _head_locks(run, target, current), "a rollback's HEAD"
+            ):
+                _restore_head(run, target, current)
+                _kill_point("after-head")
+                _restore_index(run, target)
         except GitError as err:
             run.ledger.append(
                 "rollback-failed", id=op_id, step="head", error=str(err), salvage_ref=salvage.ref
@@ -385,6 +394,18 @@ def _plan(run: Run, restore: list[Change]) -> _Plan:
         else:
             in_the_way.append(path)
     return _Plan(changes=changes, in_the_way=tuple(dict.fromkeys(in_the_way)))
+
+
+def _head_locks(run: Run, target: SnapshotRecord, current: str | None) -> list[Path]:
+    """The lock files git may take while HEAD, the branch and the index are put back."""
+    ws = run.workspace
+    branches = {b for b in (target.branch, current) if b}
+    return [
+        ws.git_dir / "HEAD.lock",
+        ws.index_lock,
+        ws.common_dir / "packed-refs.lock",
+        *(ws.common_dir / "refs" / "heads" / f"{b}.lock" for b in sorted(branches)),
+    ]
 
 
 def _restore_head(run: Run, target: SnapshotRecord, current: str | None) -> None:
