@@ -21,7 +21,9 @@ from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
 
-def setup(repo: Path, git: GitRunner) -> tuple[Run, FrozenFiles, Snapshotter]:
+def setup(
+    repo: Path, git: GitRunner, *, draft: bool = False
+) -> tuple[Run, FrozenFiles, Snapshotter]:
     contract = {
         "run": {"prompt": "x", "agent": ["true"]},
         "gate": [{"name": "g", "cmd": "true"}],
@@ -38,6 +40,8 @@ def setup(repo: Path, git: GitRunner) -> tuple[Run, FrozenFiles, Snapshotter]:
     (repo / "src.txt").write_text("work\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "start")
+    if draft:  # the run starts on work no commit holds: only paella's refs keep its tree
+        (repo / "tests" / "draft.txt").write_text("not committed\n")
     ws = Workspace.find(repo)
     run = RunStore(ws).create(load_contract(repo / "paella.toml"), manual=False)
     snapshotter = Snapshotter(ws)
@@ -112,3 +116,19 @@ def test_an_accept_holds_after_a_reload_and_a_forged_one_does_not(
     assert [c.path for c in reread.differing(forged_tree)] == ["tests/spec.txt"]
     records = [json.loads(line) for line in (run.dir / "events.jsonl").read_text().splitlines()]
     assert [r["by"] for r in records if r["kind"] == ACCEPTED and "by" in r] == ["user"]
+
+
+def test_the_frozen_content_survives_deleted_refs_and_gc(repo: Path, git: GitRunner) -> None:
+    run, frozen, _ = setup(repo, git, draft=True)
+    start = frozen.tree
+    (repo / "tests" / "spec.txt").write_bytes(b"edited\n")
+    for ref in git(repo, "for-each-ref", "--format=%(refname)", "refs/paella").split():
+        git(repo, "update-ref", "-d", ref)
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    (run.workspace.state_dir / "snapshot.index").unlink(missing_ok=True)
+    git(repo, "gc", "-q", "--prune=now")
+    assert git.run(repo, "cat-file", "-e", start).returncode != 0, "the start tree was pruned"
+    tree = Snapshotter(run.workspace).take().tree
+    # Fetched back from the mirror: the gates still judge the frozen content.
+    assert [c.path for c in frozen.differing(tree)] == ["tests/spec.txt"]
+    assert frozen.judged(tree).frozen == ("tests/spec.txt",)

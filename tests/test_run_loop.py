@@ -165,14 +165,19 @@ class Scenario(PlannedRepo):
 
     def assert_snapshots(self) -> None:
         """Every checkpoint, salvage and step record of the ledger is a ref holding its commit
-        and tree, and there is no other ref of the run."""
-        for record in self.ledger("checkpoint", "salvage", "step"):
+        and tree, and there is no other ref of the run but the frozen content's: ``frozen/0``
+        keeps the run's start tree (judge/frozen.py), ``frozen/<n>`` what a person accepted."""
+        kinds = ("checkpoint", "salvage", "step", "protected-accepted")
+        for record in self.ledger(*kinds):
             assert self.ref(record["ref"]) == record["commit"], f"{record['ref']} is missing"
             assert self.ref(f"{record['commit']}^{{tree}}") == record["tree"]
         refs = self.git(self.repo, "for-each-ref", "--format=%(refname)", self.run.ref_prefix)
-        assert sorted(refs.split()) == sorted(
-            r["ref"] for r in self.ledger("checkpoint", "salvage", "step")
-        )
+        expected = [r["ref"] for r in self.ledger(*kinds)]
+        start = f"{self.run.ref_prefix}/frozen/0"
+        if start in refs.split():
+            assert self.ref(f"{start}^{{tree}}") == self.ledger("run-tree")[0]["tree"]
+            expected.append(start)
+        assert sorted(refs.split()) == sorted(expected)
 
     async def finish(self, *, head_moved: bool = False) -> None:
         """What every test checks at the end: snapshots, the user's HEAD, and no process left."""

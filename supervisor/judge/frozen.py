@@ -30,6 +30,7 @@ from typing import Literal
 from paella_tui.supervisor.base.errors import GitError, WorkspaceError
 from paella_tui.supervisor.base.globs import match_any
 from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract
+from paella_tui.supervisor.run.integrity import ensure_snapshot
 from paella_tui.supervisor.run.ledger import LedgerRead
 from paella_tui.supervisor.run.runs import Run, save_to_mirror
 from paella_tui.supervisor.store import checkpoints
@@ -94,12 +95,23 @@ def protected_globs(contract: Contract) -> tuple[str, ...]:
 class FrozenFiles:
     """The frozen content of the protected paths of one run, and what differs from it."""
 
-    def __init__(self, workspace: Workspace, globs: Sequence[str], tree: str) -> None:
-        """``tree`` holds the frozen content (the run's start tree, or the last accepted one)."""
+    def __init__(
+        self,
+        workspace: Workspace,
+        globs: Sequence[str],
+        tree: str,
+        *,
+        run: Run | None = None,
+        kept: tuple[str, str] | None = None,
+    ) -> None:
+        """``tree`` holds the frozen content (the run's start tree, or the last accepted one);
+        ``kept`` the (ref, commit) that keeps it, fetched back from the mirror if pruned."""
         self.workspace = workspace
         self.globs = tuple(globs)
         self.tree = tree
         """The frozen tree: protected paths are judged at their content here."""
+        self._run = run
+        self._kept = kept
         self._judged: dict[str, Judged] = {}
 
     @classmethod
@@ -107,26 +119,45 @@ class FrozenFiles:
         cls, run: Run, contract: Contract, start_tree: str, read: LedgerRead
     ) -> FrozenFiles:
         """The run's frozen files: its start tree, or the newest accepted tree the mirror confirms."""
-        tree = start_tree
-        accepted = [r for r in read.records if r.get("kind") == ACCEPTED]
-        if accepted:
-            mirrored = Mirror.for_workspace(run.workspace).refs(run.run_id) or {}
-            for record in reversed(accepted):
-                if _confirmed(run.workspace.git, record, mirrored):
-                    tree = str(record["tree"])
-                    break
-        return cls(run.workspace, protected_globs(contract), tree)
+        mirrored = Mirror.for_workspace(run.workspace).refs(run.run_id) or {}
+        for record in reversed([r for r in read.records if r.get("kind") == ACCEPTED]):
+            if _confirmed(run, record, mirrored):
+                accepted = (str(record["ref"]), str(record["commit"]))
+                return cls(
+                    run.workspace,
+                    protected_globs(contract),
+                    str(record["tree"]),
+                    run=run,
+                    kept=accepted,
+                )
+        start = _keep_start(run, start_tree, mirrored)
+        return cls(run.workspace, protected_globs(contract), start_tree, run=run, kept=start)
 
     def differing(self, tree: str) -> list[Change]:
         """The protected paths whose content (or mode, or presence) in ``tree`` is not frozen;
         ``old_*`` is the frozen side."""
         if tree == self.tree:
             return []
-        return [
-            c
-            for c in tree_changes(self.workspace.git, self.tree, tree)
-            if match_any(c.path, self.globs)
-        ]
+        try:
+            changes = tree_changes(self.workspace.git, self.tree, tree)
+        except GitError:
+            # Pruned (refs deleted, then gc): fetched back from the mirror, or said plainly.
+            if not self._restore():
+                raise WorkspaceError(
+                    f"the frozen content of the protected files (tree {self.tree[:12]}) is "
+                    "missing from the repository and the mirror",
+                    hint="the gates cannot judge the protected files as frozen; start a new run "
+                    "(`paella run`) to freeze them again.",
+                ) from None
+            changes = tree_changes(self.workspace.git, self.tree, tree)
+        return [c for c in changes if match_any(c.path, self.globs)]
+
+    def _restore(self) -> bool:
+        """Bring the frozen tree back from the mirror; True when it is in the repository."""
+        if self._run is None or self._kept is None:
+            return False
+        ref, commit = self._kept
+        return ensure_snapshot(self._run, ref, commit)
 
     def judged(self, tree: str) -> Judged:
         """The tree the gates judge for the workspace tree ``tree`` (memoised per frozen tree)."""
@@ -192,6 +223,7 @@ class FrozenFiles:
         save_to_mirror(run, {ref: commit}, state=False)
         run.ledger.append(ACCEPTED, ref=ref, commit=commit, tree=new_tree, paths=paths, by=by)
         self.tree = new_tree
+        self._run, self._kept = run, (ref, commit)
         return paths
 
     def revert(self, run: Run, snapshotter: Snapshotter, *, by: str) -> SnapshotRecord | None:
@@ -263,15 +295,42 @@ def _paths(changes: list[Change]) -> tuple[str, ...]:
     return tuple(sorted(c.path for c in changes))
 
 
-def _confirmed(git: Git, record: dict[str, object], mirrored: dict[str, str]) -> bool:
+def _confirmed(run: Run, record: dict[str, object], mirrored: dict[str, str]) -> bool:
     """Whether an accept record is the mirror's: its ref holds its commit there, whose tree it names."""
     ref, commit, tree = record.get("ref"), record.get("commit"), record.get("tree")
     if not (isinstance(ref, str) and isinstance(commit, str) and isinstance(tree, str)):
         return False
-    if mirrored.get(ref) != commit:
+    if mirrored.get(ref) != commit or not ensure_snapshot(run, ref, commit):
         return False
+    return _tree_of(run.workspace.git, commit) == tree
+
+
+def _tree_of(git: Git, commit: str) -> str | None:
     proc = git.run(["rev-parse", "--verify", "-q", f"{commit}^{{tree}}"], check=False)
-    return proc.returncode == 0 and proc.stdout.decode().strip() == tree
+    return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+
+def _keep_start(run: Run, tree: str, mirrored: dict[str, str]) -> tuple[str, str] | None:
+    """Keep the start tree under ``<run refs>/frozen/0``, in the repository and the mirror, so
+    a ``git gc`` after deleted refs cannot take the frozen content (None: it cannot be kept)."""
+    git = run.workspace.git
+    ref = f"{run.ref_prefix}/frozen/0"
+    commit = mirrored.get(ref)
+    if commit is not None and ensure_snapshot(run, ref, commit) and _tree_of(git, commit) == tree:
+        if git.rev_parse(ref) != commit:
+            git.run(["update-ref", ref, commit])
+        return ref, commit
+    commit = git.rev_parse(ref)
+    if commit is None or _tree_of(git, commit) != tree:
+        try:
+            commit = git.out(
+                ["commit-tree", tree], input=b"paella: protected files as frozen at run start\n"
+            )
+            git.run(["update-ref", ref, commit])
+        except GitError:
+            return None  # the start tree itself is gone: differing() says so when it is needed
+    save_to_mirror(run, {ref: commit}, state=False)
+    return ref, commit
 
 
 class GateFolder:
