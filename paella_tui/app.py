@@ -384,6 +384,10 @@ class PaellaApp(RunKeys):
             self._recovery_screen = None
             self.pop_screen()
         if not self.engine_live:
+            task = self._engine_task
+            if task is not None and not task.cancelled() and task.exception() is None:
+                # The loop has ended but its worker's message may not be in yet: its status.
+                self.exit_code = int(task.result() or 0)
             self._leave()
             return
         assert self.run_loop is not None
