@@ -13,7 +13,7 @@ import pytest
 import tomli_w
 from conftest import GitRunner
 
-from paella_tui.supervisor.contract.model import load_contract
+from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.judge.frozen import ACCEPTED, FrozenFiles
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.scratch_tree import ScratchTree
