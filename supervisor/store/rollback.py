@@ -399,7 +399,8 @@ def _plan(run: Run, restore: list[Change]) -> _Plan:
 def _head_locks(run: Run, target: SnapshotRecord, current: str | None) -> list[Path]:
     """The lock files git may take while HEAD, the branch and the index are put back."""
     ws = run.workspace
-    branches = {b for b in (target.branch, current) if b}
+    now = current.removeprefix("refs/heads/") if current else None  # a full name
+    branches = {b for b in (target.branch, now) if b}
     return [
         ws.git_dir / "HEAD.lock",
         ws.index_lock,
