@@ -500,7 +500,9 @@ async def test_the_recovery_screen_takes_in_the_final_gates_when_they_finish(rep
     the screen shows its verdict (here a regression, so the default becomes the rollback)."""
     from paella_tui.recovery_screen import RecoveryScreen
 
-    write_contract(repo, {1: "write a.txt; wait-ledger checkpoint; rm a.txt; exit 3"})
+    # The final tree is new (b.txt): without it, it would be the run's start tree, whose verdict
+    # may already be known, and the screen would rightly open with the gates final.
+    write_contract(repo, {1: "write a.txt; wait-ledger checkpoint; rm a.txt; write b.txt; exit 3"})
     contract = repo / "paella.toml"
     # Gate a takes 1.5 s: the recovery (within 250 ms of the death) cannot wait for it.
     contract.write_text(
