@@ -62,11 +62,16 @@ CONTRACT = {
 }
 CHECKPOINT_EVERY = 100
 COMMANDS = {
+    "paella status --tmux": "paella status --tmux",
+    "floor: python -c pass; git rev-parse": f"{sys.executable} -c pass; git rev-parse --git-dir",
     "paella status": "paella status",
     "paella status --json": "paella status --json",
     "paella checkpoints": "paella checkpoints",
     "paella checkpoint": "paella checkpoint --label bench",
     "paella log, piped to tail -n 5": "paella log | tail -n 5",
+    # The kept state removed first: what the first command after an upgrade (or after the
+    # agent damaged state.json) pays to fold the whole ledger again.
+    "paella status, state.json removed": "rm -f .git/paella/runs/*/state.json; paella status",
 }
 
 
@@ -123,6 +128,13 @@ def _time(command: str, cwd: Path, scratch: Path) -> tuple[float, int]:
     )
     elapsed = time.perf_counter() - start
     return elapsed, int(report.read_text().split()[-1]) * 1024
+
+
+def paella_status(repo: Path) -> None:
+    """One ``paella status`` (it keeps the run's folded state beside the ledger)."""
+    subprocess.run(
+        ["paella", "status"], cwd=repo, stdout=subprocess.DEVNULL, env=clean_env(), check=True
+    )
 
 
 def seed_seconds(run: Run, snapshotter: Snapshotter) -> float:
@@ -189,6 +201,7 @@ def main() -> int:
                 f"{count:,} records ({ledger / 1e6:.1f} MB) in {time.perf_counter() - started:.0f} s"
             )
             checkpoints = len(RunView.load(grown_run).checkpoints)
+            paella_status(grown_repo)  # the kept state, as any command after the growth leaves it
             times: dict[tuple[str, str], list[float]] = {}
             rss: dict[tuple[str, str], int] = {}
             for command in COMMANDS.values():
@@ -211,6 +224,12 @@ def main() -> int:
                         rss[(name, "fresh")],
                         rss[(name, "grown")],
                     )
+                )
+                row = rows[-1]
+                # Said as it comes: a long run shows its curve before it ends.
+                log(
+                    f"  {name}: fresh {ms(row[3])}, grown {ms(row[4])} ({row[4] / row[3]:.2f} ×), "
+                    f"RSS {row[6] / 1e6:.1f} MB"
                 )
             seeds.append(
                 (count, seed_seconds(fresh_run, fresh_snap), seed_seconds(grown_run, grown_snap))

@@ -253,7 +253,10 @@ class PaellaApp(RunKeys):
                 self.notify(f"display error: {err!r}", severity="error")
 
     def _feed(self, event: Event) -> None:
-        self.board.apply(event)
+        # The run loop's state while it runs (it folded the event's record first); else (`g`
+        # after a stop) the board folds the event by the same rules.
+        live = self.run_loop is not None and self.engine_live
+        self.board.apply(event, self.run_loop.run_state if live and self.run_loop else None)
         if isinstance(event, RecoveryNeeded):
             self._ask(event.facts)
         if isinstance(event, AgentExited):
@@ -266,7 +269,7 @@ class PaellaApp(RunKeys):
         if isinstance(event, EvaluationFinished) and not event.stale and recovery is not None:
             # The first verdict after the death is the final tree's (the screen may have opened
             # while it was still running).
-            self.call_later(recovery.final_gates, event.results, set(self.board.ever_green))
+            self.call_later(recovery.final_gates, event.results, set(self.board.regressed))
         if isinstance(event, BisectFinished) and recovery is not None:
             self.call_later(recovery.bisected, event.point, event.before_break)
         alert = alert_for(event)
@@ -342,7 +345,7 @@ class PaellaApp(RunKeys):
         verdict = self._verdict_since_exit
         if not facts.gates_final and verdict is not None:
             # The verdict came before the screen: take it in now, as if it came after.
-            self.call_later(screen.final_gates, verdict.results, set(self.board.ever_green))
+            self.call_later(screen.final_gates, verdict.results, set(self.board.regressed))
 
     async def _review(self, change: ProtectedChange) -> ReviewChoice:
         """The run loop's ``review``: the protected-files screen (``later`` under a policy)."""

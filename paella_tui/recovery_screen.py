@@ -144,16 +144,17 @@ class RecoveryScreen(Screen[Decision]):
         choices = self.query_one("#recovery-choices", OptionList)
         choices.highlighted = choices.get_option_index(self.facts.default)
 
-    async def final_gates(self, results: tuple[GateResult, ...], ever_green: Iterable[str]) -> None:
+    async def final_gates(self, results: tuple[GateResult, ...], regressed: Iterable[str]) -> None:
         """The gates finished on the final tree after the screen opened: show their verdict.
 
-        The regressions and the default follow from them, as the engine would have said had it
-        waited: a person reading the screen a minute later must not read "still running".
+        ``regressed`` is the run state's (the one rule); the default follows from it, as the
+        engine would have said had it waited: a person reading the screen a minute later must
+        not read "still running".
         """
         if self.facts.gates_final:
             return
-        was_green = set(ever_green)
-        regressions = tuple(r.gate for r in results if r.status in RED and r.gate in was_green)
+        now_regressed = set(regressed)
+        regressions = tuple(r.gate for r in results if r.status in RED and r.gate in now_regressed)
         default: Literal["rollback", "continue"] = (
             "rollback" if regressions and self.facts.base is not None else "continue"
         )

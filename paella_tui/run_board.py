@@ -1,48 +1,51 @@
-"""The run as the TUI shows it: the engine's events folded into what each widget displays.
+"""The run as the TUI shows it: the run's state (:mod:`paella_tui.supervisor.run.state`) plus
+what only the screen keeps, turned into what each widget displays.
 
-The App feeds every event of the run loop to :meth:`RunBoard.apply` (and, for a resumed run,
-seeds the board from the ledger first); the main screen reads the board's rows and sets them on
-its widgets. The board holds no Textual objects, so a test can build any screen state from a
-fixed sequence of events.
+The App hands every event of the run loop, with the run's state after it, to
+:meth:`RunBoard.apply` (and, for a resumed run, seeds the board from the ledger's fold first);
+the main screen reads the board's rows and sets them on its widgets. The board never applies a
+rule of its own (regression, base, episode completion): those are the state's. It holds no
+Textual objects, so a test can build any screen state from a fixed sequence of events (folded
+by the same :func:`~paella_tui.supervisor.run.state_handlers.apply`).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 from paella_tui.supervisor.contract.model import Contract
-from paella_tui.supervisor.judge.breaks import breaks_of
 from paella_tui.supervisor.run.events import (
-    GREEN,
-    RED,
     AgentExited,
-    AgentSession,
     AgentStarted,
     AgentStats,
     BisectFinished,
     BreakPoint,
-    CheckpointTaken,
     DriftDetected,
     Event,
     GateFinished,
-    GateStarted,
-    HandoffWritten,
     RecoveryChosen,
     RecoveryFacts,
     RecoveryNeeded,
     RetryScheduled,
-    RolledBack,
-    RunDone,
     RunStopped,
     Usage,
     WatchPaused,
 )
 from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.state import (
+    ContractSpec,
+    GateNow,
+    Phase,
+    RunState,
+    complete_episodes,
+    initial,
+)
+from paella_tui.supervisor.run.state_handlers import apply as apply_event
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
-from paella_tui.widgets.rows import EpisodeRow, GateRow
+from paella_tui.widgets.rows import EpisodeRow, EpisodeState, GateRow
 
 CPU_SAMPLES = 60
 """CPU samples kept for the sparkline (about a minute)."""
@@ -50,60 +53,28 @@ MAX_DRIFT = 200
 """Drift warnings kept on screen (the ledger keeps them all)."""
 
 
-def ledger_time(iso: str | None) -> float | None:
-    """Seconds since the epoch from a ledger ``t`` (``…Z``), or None."""
-    if not iso:
-        return None
-    try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-@dataclass
-class GateState:
-    """The newest verdict of one gate."""
-
-    status: str = "pending"
-    duration_s: float | None = None
-    finished_at: float | None = None
-    message: str = ""
-    tail: tuple[str, ...] = ()
-    rerunning: bool = False
-    """Running again: ``status`` is still the last verdict, shown with a re-run mark."""
-
-
 @dataclass
 class RunBoard:
-    """Everything the main screen shows, kept current from the run loop's events."""
+    """Everything the main screen shows: the run's state (the engine's one fold) plus what only
+    the screen keeps (the CPU sparkline, the live sample, the drift feed's wording)."""
 
     contract: Contract
     run_id: str
+    run: RunState = field(default_factory=initial)
+    """The run's state: handed over by the run loop, or folded here by the same rules."""
     state: str = "starting"
-    """starting | running | evaluating | retry-wait | recovering | resuming | done | stopped | error."""
-    attempt: int = 0
-    pid: int | None = None
-    agent_started: float | None = None
+    """The header's word: the run's phase, or what the app is doing (starting, resuming,
+    stopping, error)."""
     stats: AgentStats | None = None
+    """The newest live sample of the running attempt (not every sample reaches the ledger)."""
     cpu_history: deque[float] = field(default_factory=lambda: deque(maxlen=CPU_SAMPLES))
-    retry_at: float | None = None
-    gates: dict[str, GateState] = field(default_factory=dict)
-    ever_green: set[str] = field(default_factory=set)
-    regressed: set[str] = field(default_factory=set)
-    checkpoints: list[SnapshotRecord] = field(default_factory=list)
-    salvage: list[SnapshotRecord] = field(default_factory=list)
-    base: SnapshotRecord | None = None
     drift: deque[DriftDetected] = field(default_factory=lambda: deque(maxlen=MAX_DRIFT))
     """Newest first."""
-    done_gates: tuple[str, ...] | None = None
+    tails: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The last output lines of each gate's newest run (live only)."""
     detail: str = ""
     """A short note for the header: how the agent ended, why the run stopped."""
     facts: RecoveryFacts | None = None
-    handoff_path: str | None = None
-    usage_before: Usage | None = None
-    """What the agent's stream reported in the attempts that ended (None: no stream reported)."""
-    session_id: str | None = None
-    """The agent's own session id, as its stream last named it."""
     version: int = 0
     """Bumped by every change (the screen redraws only when it moved)."""
 
@@ -113,156 +84,152 @@ class RunBoard:
         return self.contract.run.name
 
     @property
+    def attempt(self) -> int:
+        """The newest attempt's number."""
+        return self.run.attempt
+
+    @property
+    def pid(self) -> int | None:
+        """The running agent's pid (None once it ended, or when the run ended)."""
+        agent = self.run.agent
+        running = agent is not None and self.run.last_exit is None
+        ended = self.run.phase in (Phase.DONE, Phase.STOPPED)
+        return agent.pid if running and not ended and agent is not None else None
+
+    @property
+    def agent_started(self) -> float | None:
+        """When the running agent's process started."""
+        return self.run.agent.create_time if self.run.agent is not None else None
+
+    @property
+    def retry_at(self) -> float | None:
+        """When the next attempt starts, during a wait."""
+        retry = self.run.retry
+        return retry.until if retry is not None and self.run.phase is Phase.RETRY_WAIT else None
+
+    @property
+    def gates(self) -> Mapping[str, GateNow]:
+        """The newest word on each gate that has one."""
+        return self.run.gates
+
+    @property
+    def ever_green(self) -> set[str]:
+        """Gates green on some tree since the start or the last rollback."""
+        return {name for name, trees in self.run.green_on.items() if trees}
+
+    @property
+    def regressed(self) -> frozenset[str]:
+        """Gates regressed (the run state's rule)."""
+        return self.run.regressed
+
+    @property
+    def base(self) -> SnapshotRecord | None:
+        """The last green checkpoint."""
+        return self.run.base
+
+    @property
+    def checkpoints(self) -> tuple[SnapshotRecord, ...]:
+        """Every checkpoint, oldest first."""
+        return self.run.checkpoints
+
+    @property
+    def salvage(self) -> tuple[SnapshotRecord, ...]:
+        """Every salvage snapshot, oldest first."""
+        return self.run.salvage
+
+    @property
+    def done_gates(self) -> tuple[str, ...] | None:
+        """The gates green on the final tree, once the run is done."""
+        return self.run.done_gates
+
+    @property
+    def handoff_path(self) -> str | None:
+        """The newest handoff written."""
+        return self.run.handoff_path
+
+    @property
+    def session_id(self) -> str | None:
+        """The agent's own session id, as its stream last named it."""
+        return self.run.session_id
+
+    @property
     def usage(self) -> Usage | None:
         """Turns, tokens and cost over every attempt, the live one included (None: no stream
         ever reported any)."""
-        live = self.stats.usage if self.stats is not None else None
-        known = [u for u in (self.usage_before, live) if u is not None]
-        return sum(known, Usage()) if known else None
+        by_attempt = dict(self.run.usage_by_attempt)
+        live = self.stats
+        if live is not None and live.usage is not None:
+            by_attempt[live.attempt] = live.usage
+        return sum(by_attempt.values(), Usage()) if by_attempt else None
 
     # --- folding --------------------------------------------------------------------------
 
-    def apply(self, event: Event) -> None:
-        """Fold one engine event into the board."""
+    def apply(self, event: Event, state: RunState | None = None) -> None:
+        """Take in one engine event: the run's ``state`` after it (folded here when not given)
+        and what only the screen keeps."""
         self.version += 1
-        if isinstance(event, AgentStarted):
-            self.state = "running"
-            self.attempt = event.attempt
-            self.pid = event.pid
-            self.agent_started = event.create_time
-            self.retry_at = None
-            self.done_gates = None
-            self.facts = None
-            self.detail = "resumed with the handoff" if event.resumed else ""
-            self.stats = None
-            self.cpu_history.clear()
-        elif isinstance(event, AgentStats):
-            if event.attempt == self.attempt:
-                self.stats = event
-                self.cpu_history.append(event.cpu_percent)
-        elif isinstance(event, AgentSession):
-            self.session_id = event.session_id
-        elif isinstance(event, AgentExited):
-            self.pid = None
-            # The attempt's final count replaces its live samples (stats go with them).
-            self.stats = None
-            if event.usage is not None:
-                self.usage_before = (self.usage_before or Usage()) + event.usage
-            who = " (stopped by you)" if event.stopped_by_user else ""
-            self.detail = f"attempt {event.attempt} ended: {event.describe()}{who}"
-            if self.state not in ("stopping", "done"):
-                self.state = "evaluating"
-        elif isinstance(event, GateStarted):
-            gate = self.gates.setdefault(event.gate, GateState())
-            if gate.status in GREEN | RED:
-                gate.rerunning = True  # the last verdict stays on screen while it re-runs
-            else:
-                gate.status = "running"
-        elif isinstance(event, GateFinished):
-            self._gate_finished(event)
-        elif isinstance(event, CheckpointTaken):
-            record = event.record_
-            self.checkpoints.append(record)
-            if isinstance(record.episode, int):
-                self.base = record
-        elif isinstance(event, DriftDetected):
-            self.drift.appendleft(event)
-            if event.drift == "regression" and event.gate:
-                self.regressed.add(event.gate)
-        elif isinstance(event, WatchPaused):
-            self.detail = f"watching paused: {event.reason} (g resumes)"
-        elif isinstance(event, RetryScheduled):
-            self.state = "retry-wait"
-            self.retry_at = event.resume_at
-            self.detail = f"transient failure {event.failures}: {event.reason}"
-        elif isinstance(event, RecoveryNeeded):
-            self.state = "recovering"
-            self.facts = event.facts
-            self.detail = event.facts.how_and_attempt
-        elif isinstance(event, RecoveryChosen):
-            where = f" to {event.target}" if event.target else ""
-            self.detail = f"recovery: {event.choice}{where} ({event.by})"
-            if event.choice != "stop":
-                self.state = "resuming"
-        elif isinstance(event, RolledBack):
-            self.salvage.append(event.salvage)
-            target = event.target
-            restored = target.kind == "checkpoints" and isinstance(target.episode, int)
-            if target.kind == "steps":
-                # A step keeps the base it came after (as in the engine).
-                self.ever_green = set(self.base.gates_green) if self.base else set()
-            else:
-                self.base = target if restored else None
-                # What counts as "was green" restarts at the restored checkpoint (as in the engine).
-                self.ever_green = set(target.gates_green) if target.kind == "checkpoints" else set()
-            self.regressed.clear()
-        elif isinstance(event, HandoffWritten):
-            self.handoff_path = event.path
-        elif isinstance(event, BisectFinished):
-            _say_where_it_broke(self.drift, event.point)
-        elif isinstance(event, RunDone):
-            self.state = "done"
-            self.done_gates = event.gates
-            self.pid = None
-            self.retry_at = None
-        elif isinstance(event, RunStopped):
-            self.state = "stopped"
-            self.detail = event.reason
-            self.pid = None
-            self.retry_at = None
+        self.run = state if state is not None else apply_event(self.run, event)
+        self.state = _word(self.state, self.run.phase)
+        handler = _UI.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _agent_started(self, event: AgentStarted) -> None:
+        self.facts = None
+        self.detail = "resumed with the handoff" if event.resumed else ""
+        self.stats = None
+        self.cpu_history.clear()
+
+    def _agent_stats(self, event: AgentStats) -> None:
+        if event.attempt == self.attempt:
+            self.stats = event
+            self.cpu_history.append(event.cpu_percent)
+
+    def _agent_exited(self, event: AgentExited) -> None:
+        # The attempt's final count replaces its live samples (stats go with them).
+        self.stats = None
+        who = " (stopped by you)" if event.stopped_by_user else ""
+        self.detail = f"attempt {event.attempt} ended: {event.describe()}{who}"
 
     def _gate_finished(self, event: GateFinished) -> None:
-        result = event.result
-        gate = self.gates.setdefault(result.gate, GateState())
-        gate.rerunning = False
-        if event.stale:
-            # Never used for a regression or a checkpoint: only shown as stale.
-            gate.status = "stale"
-            return
-        gate.status = result.status
-        gate.duration_s = result.duration_s
-        gate.finished_at = event.at
-        gate.message = result.message
-        gate.tail = result.tail
-        if result.status in GREEN:
-            self.ever_green.add(result.gate)
-            self.regressed.discard(result.gate)
-        elif result.status in RED and result.gate in self.ever_green:
-            self.regressed.add(result.gate)
+        if not event.stale:
+            self.tails[event.result.gate] = event.result.tail
+
+    def _drift_detected(self, event: DriftDetected) -> None:
+        self.drift.appendleft(event)
+
+    def _retry(self, event: RetryScheduled) -> None:
+        self.detail = f"transient failure {event.failures}: {event.reason}"
+
+    def _recovery_needed(self, event: RecoveryNeeded) -> None:
+        self.facts = event.facts
+        self.detail = event.facts.how_and_attempt
+
+    def _recovery_chosen(self, event: RecoveryChosen) -> None:
+        where = f" to {event.target}" if event.target else ""
+        self.detail = f"recovery: {event.choice}{where} ({event.by})"
+
+    def _note(self, event: WatchPaused | RunStopped) -> None:
+        if isinstance(event, WatchPaused):
+            self.detail = f"watching paused: {event.reason} (g resumes)"
+        else:
+            self.detail = event.reason
+
+    def _bisected(self, event: BisectFinished) -> None:
+        _say_where_it_broke(self.drift, event.point)
 
     def seed(self, view: RunView) -> None:
         """Start from what the ledger says (a resumed run shows its history at once)."""
         self.version += 1
-        self.checkpoints = view.checkpoints
-        self.salvage = view.salvage
-        self.base = view.last_green_checkpoint
-        self.ever_green = view.ever_green()
-        self.regressed.clear()
+        self.run = view.run_state
         self.drift.clear()
-        for name, result in view.gate_results().items():
-            self.gates[name] = GateState(
-                status=result["status"] if result["status"] != "running" else "pending",
-                duration_s=result.get("duration_s"),
-            )
-            if result.get("regressed"):
-                self.regressed.add(name)
-        for record in view.of_kind("gate-finished"):
-            gate = self.gates.get(record.get("gate", ""))
-            if gate is not None and not record.get("stale"):
-                gate.finished_at = ledger_time(record.get("t"))
-        for record in view.of_kind("drift")[-MAX_DRIFT:]:
-            self.drift.appendleft(_drift_from(record))
-        for point in breaks_of(view.records).values():
+        for drift in view.run_state.drift[-MAX_DRIFT:]:
+            self.drift.appendleft(drift)
+        for point in view.run_state.breaks.values():
             _say_where_it_broke(self.drift, point)
-        # The ledger counts every attempt so far, the last sample of one paella did not see end
-        # included: a live sample kept from before would count twice.
-        self.usage_before = view.usage()
+        # The ledger counts every attempt so far: a live sample kept from before would count twice.
         self.stats = None
-        self.session_id = view.session_id()
-        agent = view.agent()
-        self.attempt = int(agent.get("attempt") or 0)
-        state = view.state()
-        if state == "done":
+        if self.run.phase is Phase.DONE:
             self.state = "done"
 
     # --- what the widgets show --------------------------------------------------------------
@@ -271,49 +238,51 @@ class RunBoard:
         """The gate table's rows, in contract order."""
         rows = []
         for gate in self.contract.gates:
-            state = self.gates.get(gate.name, GateState())
+            now = self.run.gates.get(gate.name) or GateNow(gate.name)
+            # A run started before this paella shows its last verdict, not "running".
+            status = "pending" if now.status == "running" and not now.running else now.status
             rows.append(
                 GateRow(
                     name=gate.name,
-                    status=state.status,
-                    duration_s=state.duration_s,
-                    finished_at=state.finished_at,
-                    ever_green=gate.name in self.ever_green,
-                    regressed=gate.name in self.regressed and state.status in RED,
-                    message=state.message,
-                    rerunning=state.rerunning,
+                    status=status,
+                    duration_s=now.duration_s,
+                    finished_at=now.t,
+                    ever_green=self.run.ever_green(gate.name),
+                    regressed=self.run.is_regressed(gate.name) and now.red,
+                    message=now.message,
+                    rerunning=now.running and status != "running",
                 )
             )
         return tuple(rows)
 
     def episode_rows(self) -> tuple[EpisodeRow, ...]:
         """The episode list's rows: cumulative completion (SPEC 2), the current one, the broken."""
-        green = {name for name, g in self.gates.items() if g.status in GREEN}
+        spec = ContractSpec.of(self.contract)
+        green = self.run.green_now
+        done = complete_episodes(spec, green)
         rows: list[EpisodeRow] = []
         current_found = False
         for k, episode in enumerate(self.contract.episodes, start=1):
-            needed = self.contract.episode_gates(k)
-            complete = bool(needed) and all(g in green for g in needed)
-            completing = [c.n for c in self.checkpoints if c.episode == k]
-            checkpoint = completing[-1] if completing else None
-            if complete:
+            needed = spec.episodes[k - 1][1]
+            completing = self.run.checkpoint_of_episode(k)
+            checkpoint = completing.n if completing is not None else None
+            state: EpisodeState
+            if k <= done:
                 state = "complete"
-            elif checkpoint is not None and any(g in self.regressed for g in needed):
+            elif checkpoint is not None and any(g in self.run.regressed for g in needed):
                 state = "broken"
-            elif not current_found:
-                state = "current"
-                current_found = True
             else:
-                state = "pending"
-            own = episode.gates
+                # The first episode neither complete nor broken is the one being worked on.
+                state = "pending" if current_found else "current"
+                current_found = True
             rows.append(
                 EpisodeRow(
                     n=k,
                     name=episode.name,
                     goal=episode.goal,
-                    state=state,  # type: ignore[arg-type]
-                    gates_green=sum(g in green for g in own),
-                    gates_total=len(own),
+                    state=state,
+                    gates_green=sum(g in green for g in episode.gates),
+                    gates_total=len(episode.gates),
                     checkpoint=checkpoint,
                 )
             )
@@ -321,8 +290,29 @@ class RunBoard:
 
     def gate_tail(self, name: str) -> tuple[str, ...]:
         """The last output lines of a gate's newest run."""
-        state = self.gates.get(name)
-        return state.tail if state else ()
+        return self.tails.get(name, ())
+
+
+_UI: dict[type, Any] = {
+    AgentStarted: RunBoard._agent_started,
+    AgentStats: RunBoard._agent_stats,
+    AgentExited: RunBoard._agent_exited,
+    GateFinished: RunBoard._gate_finished,
+    DriftDetected: RunBoard._drift_detected,
+    RetryScheduled: RunBoard._retry,
+    RecoveryNeeded: RunBoard._recovery_needed,
+    RecoveryChosen: RunBoard._recovery_chosen,
+    WatchPaused: RunBoard._note,
+    RunStopped: RunBoard._note,
+    BisectFinished: RunBoard._bisected,
+}
+
+
+def _word(current: str, phase: Phase) -> str:
+    """The header's word after an event: the phase, except while the app stops the run."""
+    if phase is Phase.STARTING or (current == "stopping" and phase is Phase.EVALUATING):
+        return current
+    return phase.value
 
 
 def _say_where_it_broke(drift: deque[DriftDetected], point: BreakPoint) -> None:
@@ -334,14 +324,3 @@ def _say_where_it_broke(drift: deque[DriftDetected], point: BreakPoint) -> None:
             message = warning.message.split(" — broke at ")[0]
             drift[i] = replace(warning, message=f"{message} — {point.headline()}")
             return
-
-
-def _drift_from(record: dict[str, Any]) -> DriftDetected:
-    """A ledger ``drift`` record as the event it was."""
-    return DriftDetected(
-        drift=record.get("drift", "regression"),
-        message=record.get("message", ""),
-        gate=record.get("gate"),
-        path=record.get("path"),
-        at=ledger_time(record.get("t")) or 0.0,
-    )

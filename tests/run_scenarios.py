@@ -149,3 +149,66 @@ def section(markdown: str, title: str) -> str:
     match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", markdown, re.M | re.S)
     assert match, f"no section {title!r} in:\n{markdown}"
     return match.group(1)
+
+
+def assert_one_truth(run: Any, contract: Any, live: Any, events: list[Any] = ()) -> None:  # type: ignore[assignment]
+    """The run's state is one truth (issue 14): folding the ledger from disk, fresh or caught up
+    from the state kept beside it, gives exactly the live state, and the TUI board, ``status
+    --json`` and the handoff agree on the regressions, the episodes and the base.
+
+    ``live`` is the run loop's state when the run ended; ``events`` the events it emitted (a
+    board fed only those, folding them itself, must agree too).
+    """
+    from paella_tui.run_board import RunBoard
+    from paella_tui.supervisor.run.handoff import handoff_inputs_from_view
+    from paella_tui.supervisor.run.run_view import RunView
+    from paella_tui.supervisor.run.state_store import StateStore
+
+    store = StateStore(run.ledger.path)
+    fresh = store.catch_up(store.empty()).state
+    assert fresh == live, _state_diff(fresh, live)
+    assert store.load().state == live  # through the kept state.json
+    assert store.load().state == live  # and again, from it alone
+
+    view = RunView.load(run)
+    status = view.to_json()
+    board = RunBoard(contract=contract, run_id=run.run_id)
+    board.seed(view)
+    fed = RunBoard(contract=contract, run_id=run.run_id)
+    for event in events:
+        fed.apply(event)
+    inputs = handoff_inputs_from_view(view)
+
+    regressed_status = {r["gate"] for r in status["regressions"]}
+    regressed_board = {row.name for row in board.gate_rows() if row.regressed}
+    regressed_fed = {row.name for row in fed.gate_rows() if row.regressed}
+    assert regressed_status == regressed_board == set(inputs.regressed) == regressed_fed, (
+        regressed_status,
+        regressed_board,
+        inputs.regressed,
+        regressed_fed,
+    )
+    complete_status = [e["complete"] for e in status["episodes"]]
+    complete_board = [row.state == "complete" for row in board.episode_rows()]
+    complete_fed = [row.state == "complete" for row in fed.episode_rows()]
+    complete_handoff = [e.complete for e in inputs.episodes]
+    assert complete_status == complete_board == complete_handoff == complete_fed
+    # The status bar's fast line (kept state and /proc only) says what the ordinary way says.
+    from paella_tui.commands.tmux_line import fast_line, tmux_line
+
+    assert fast_line(run.workspace.root) == tmux_line(status)
+    base = inputs.base.n if inputs.base else None
+    fed_base = fed.base.n if fed.base else None
+    board_base = board.base.n if board.base else None
+    assert status["last_green_checkpoint"] == board_base == base == fed_base
+
+
+def _state_diff(a: Any, b: Any) -> str:
+    """The fields where two run states differ, for an assertion message."""
+    from dataclasses import fields
+
+    return "\n".join(
+        f"{f.name}: {getattr(a, f.name)!r} != {getattr(b, f.name)!r}"
+        for f in fields(a)
+        if f.compare and getattr(a, f.name) != getattr(b, f.name)
+    )

@@ -201,6 +201,35 @@ def test_status_tmux_prints_one_line(repo: Path, paella) -> None:
     assert line.count("\n") == 1 and line.startswith("paella ")
 
 
+def test_status_tmux_fast_line_says_what_status_says(repo: Path, paella) -> None:
+    """The status bar's fast way (the kept state.json and /proc, no engine) prints the line
+    the ordinary way prints; without a usable kept state it gives way to it."""
+    from paella_tui.commands.tmux_line import fast_line, tmux_line
+    from paella_tui.supervisor.run.run_view import RunView
+    from paella_tui.supervisor.run.runs import RunStore
+    from paella_tui.supervisor.store.workspace import Workspace
+
+    contract = CONTRACT.replace('cmd = "true"', 'cmd = "test -f good"')
+    (repo / "paella.toml").write_text(contract)
+    ok(paella(repo, "checkpoint"))
+    for step in ("red", "green"):
+        if step == "green":
+            (repo / "good").write_text("yes\n")
+        paella(repo, "gates")
+        run = RunStore(Workspace.find(repo)).current()
+        assert run is not None
+        slow = tmux_line(RunView.load(run, verify_mirror=False).to_json())
+        assert fast_line(repo) == slow
+        assert ok(paella(repo, "status", "--tmux")).stdout == slow + "\n"
+    kept = run.dir / "state.json"
+    kept.unlink()
+    assert fast_line(repo) is None  # nothing kept: the ordinary way answers (and keeps it)
+    assert ok(paella(repo, "status", "--tmux")).stdout == slow + "\n"
+    assert fast_line(repo) == slow
+    kept.write_text("{not json")
+    assert fast_line(repo) is None
+
+
 def test_log_prints_the_records(repo: Path, paella) -> None:
     (repo / "wip.txt").write_text("wip\n")
     ok(paella(repo, "checkpoint", "--label", "green-ish"))

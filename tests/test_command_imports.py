@@ -28,6 +28,10 @@ import pytest
 # ``problems``, ``command_line``) and the profiles' command table (``agent.profiles.commands``,
 # plain strings, in a package that holds only a docstring): a contract naming a ``profile`` is read
 # with it, but the profiles' stream decoders (``agent.profiles.registry``) stay unloaded.
+# The run's state is the fold of its ledger, kept beside it (``state`` and its
+# ``state_handlers``, ``state_store``, ``state_codec``; records become ``events`` and
+# ``ledger_events``; the snapshot records it holds are ``snapshot_record``'s, plain data): a
+# command reads it instead of the whole ledger.
 CORE = {
     "paella_tui",
     "paella_tui.cli",
@@ -38,6 +42,7 @@ CORE = {
     "paella_tui.supervisor.judge.byproducts",
     "paella_tui.supervisor.store.change_feed",
     "paella_tui.supervisor.store.checkpoints",
+    "paella_tui.supervisor.store.snapshot_record",
     "paella_tui.supervisor.store.churn",
     "paella_tui.supervisor.contract.command_line",
     "paella_tui.supervisor.contract.loader",
@@ -66,22 +71,38 @@ CORE = {
     "paella_tui.supervisor.run.run_lock",
     "paella_tui.supervisor.run.run_view",
     "paella_tui.supervisor.run.runs",
+    "paella_tui.supervisor.run.events",
+    "paella_tui.supervisor.run.ledger_events",
+    "paella_tui.supervisor.run.state",
+    "paella_tui.supervisor.run.state_handlers",
+    "paella_tui.supervisor.run.state_codec",
+    "paella_tui.supervisor.run.state_store",
     "paella_tui.supervisor.store.snapshot",
     "paella_tui.supervisor.store.private_index",
     "paella_tui.supervisor.agent.usage",
+    "paella_tui.supervisor.base.counts",
     "paella_tui.supervisor.store.workspace",
 }
 # ``schemas`` holds the version the --json outputs carry (a constant; its schemas load lazily).
-# A status folds where each regressed gate broke (``break_points``): those verdicts are events.
 STATUS = CORE | {
     "paella_tui.commands.status_commands",
+    "paella_tui.commands.tmux_line",
     "paella_tui.schemas",
-    "paella_tui.supervisor.judge.break_points",
-    "paella_tui.supervisor.run.events",
+}
+# A status bar's line comes from the run's kept state (``tmux_line``), /proc and the count
+# format: no engine module (the fixture's `paella status` kept the state with its contract).
+TMUX = {
+    "paella_tui",
+    "paella_tui.cli",
+    "paella_tui.cli_parser",
+    "paella_tui.commands",
+    "paella_tui.commands.tmux_line",
+    "paella_tui.supervisor",
+    "paella_tui.supervisor.base.counts",
 }
 SNAPSHOTS = CORE | {"paella_tui.commands.snapshot_commands", "paella_tui.schemas"}
 ALLOWED = {
-    ("status", "--tmux"): STATUS,
+    ("status", "--tmux"): TMUX,
     ("status",): STATUS,
     ("status", "--json"): STATUS,
     # The log says each record as the headless printer says its event (one describe).
@@ -124,12 +145,13 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         capture_output=True,
     )
-    subprocess.run(
-        [sys.executable, "-m", "paella_tui", "checkpoint", "--label", "first"],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
+    for command in (["checkpoint", "--label", "first"], ["status"]):
+        subprocess.run(
+            [sys.executable, "-m", "paella_tui", *command],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+        )
     return repo
 
 

@@ -312,7 +312,10 @@ async def test_episodes_are_cumulative_and_each_green_boundary_is_checkpointed(
     assert on_disk == [(1, 1, ("one",), cp1.record_.tree), (2, 2, ("one", "two"), cp2.tree)]
     base_on_disk = RunView.load(h.run).last_green_checkpoint
     assert base_on_disk is not None and (base_on_disk.n, base_on_disk.tree) == (2, cp2.tree)
-    assert ev.ever_green == {"one": [cp1.record_.tree, cp2.tree], "two": [start.tree, cp2.tree]}
+    assert ev.ever_green == {
+        "one": {cp1.record_.tree, cp2.tree},
+        "two": {start.tree, cp2.tree},
+    }
 
 
 async def test_a_regression_is_reported_once_per_fall_naming_the_checkpoint(
@@ -406,7 +409,7 @@ async def test_a_resumed_evaluator_knows_what_was_green(
         history=view.of_kind("gate-finished"), base=view.last_green_checkpoint
     )
     h.evaluator = resumed  # closed by the fixture
-    assert resumed.ever_green == {"one": [first.tree]}
+    assert resumed.ever_green == {"one": {first.tree}}
     assert resumed.latest["one"].status == "pass" and resumed.complete_on_base == 1
 
     mark = h.mark()
@@ -526,13 +529,18 @@ def seed_harness(tmp_path_factory: pytest.TempPathFactory) -> Harness:
 def test_the_seed_folds_like_the_list_reference(
     seed_harness: Harness, history: list[tuple[str, str, str]]
 ) -> None:
-    """ever_green (order included), the regressions and each 'new regression' verdict match the
-    quadratic list fold the set-based seed replaced."""
+    """The regressions and each 'new regression' verdict match the quadratic list fold the
+    bounded sets replaced; the (at most two) trees kept decide "green on another tree" exactly
+    as the whole list does, for every tree."""
     h = seed_harness
     records = [{"kind": "gate-finished", "gate": g, "status": s, "tree": t} for g, s, t in history]
     seeded = h.new_evaluator(history=records)
     ever, regressed, news = _reference_fold(history)
-    assert seeded.ever_green == ever
+    assert set(seeded.ever_green) == set(ever)
+    for name, trees in seeded.ever_green.items():
+        assert trees <= set(ever[name]) and len(trees) == min(2, len(set(ever[name])))
+        for tree in [f"{i:040x}" for i in range(6)]:
+            assert any(t != tree for t in trees) == any(t != tree for t in ever[name])
     assert seeded.regressed == frozenset(regressed)
     # The same fold one result at a time says "new regression" exactly where the reference does.
     fresh = h.new_evaluator()

@@ -28,6 +28,7 @@ from run_scenarios import (
     AGENT,
     PlannedRepo,
     Step,
+    assert_one_truth,
     children_killed_after,
     new_children,
     section,
@@ -132,9 +133,12 @@ class Scenario(PlannedRepo):
     async def run_loop(self, decide: Decide, *, stop_grace: float = 2.0) -> int:
         loop = self.make_loop(decide, stop_grace=stop_grace)
         try:
-            return await asyncio.wait_for(loop.run(), RUN_TIMEOUT)
+            code = await asyncio.wait_for(loop.run(), RUN_TIMEOUT)
         except TimeoutError:
             raise AssertionError(f"the run did not end in {RUN_TIMEOUT}s\n{self.story()}") from None
+        # Every scenario: the ledger's fold is the live state, and the views agree (issue 14).
+        assert_one_truth(self.run, self.contract, loop.run_state, self.events)
+        return code
 
     # --- reading what happened ----------------------------------------------------------
 

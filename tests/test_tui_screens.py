@@ -250,7 +250,7 @@ class TestRecoveryKeys:
             if not final:
                 assert app.results == [] and isinstance(app.screen, RecoveryScreen)
                 # The verdict comes: the choice appears.
-                await app.screen.final_gates(green, ever_green=set())  # type: ignore[attr-defined]
+                await app.screen.final_gates(green, regressed=set())  # type: ignore[attr-defined]
                 await pilot.pause()
                 assert "Accept: every gate is green" in screen_text(app)
                 await pilot.press("a")

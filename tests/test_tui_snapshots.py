@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from textual.pilot import Pilot
@@ -111,8 +113,10 @@ def checkpoint(n: int, episode: int, green: tuple[str, ...], minutes_ago: int) -
 
 
 def gate(name: str, status: str, duration: float, at: float) -> GateFinished:
-    """A gate verdict at ``at``."""
-    result = GateResult(gate=name, status=status, tree=TREE, duration_s=duration)  # type: ignore[arg-type]
+    """A gate verdict at ``at``, on the tree of that moment (a red on the very tree a gate passed
+    on is flakiness, not a regression: the trees differ as the work moves on)."""
+    tree = f"{int(at) % (1 << 32):040x}"
+    result = GateResult(gate=name, status=status, tree=tree, duration_s=duration)  # type: ignore[arg-type]
     return GateFinished(result=result, at=at)
 
 
@@ -191,7 +195,9 @@ def app_for(events: list[Event]) -> tuple[PaellaApp, object]:
     """The App (no engine, frozen clock) and a ``run_before`` that feeds it ``events``."""
     app = PaellaApp(contract=contract(), run_id=RUN_ID, clock=lambda: T0, engine=False)
     # As `RunBoard.seed` has it from the ledger (an AgentExited event would ring its alarm).
-    app.board.usage_before = FIRST_ATTEMPT_USAGE
+    app.board.run = replace(
+        app.board.run, usage_by_attempt=MappingProxyType({1: FIRST_ATTEMPT_USAGE})
+    )
 
     async def run_before(pilot: Pilot[int]) -> None:
         for event in events:

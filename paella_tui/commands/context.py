@@ -14,6 +14,7 @@ from paella_tui.supervisor.judge.byproducts import snapshotter_for
 from paella_tui.supervisor.run.integrity import check_run
 from paella_tui.supervisor.run.run_lock import holder
 from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.run.state_store import StateStore
 from paella_tui.supervisor.store.rollback import interrupted_rollback
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
@@ -84,7 +85,7 @@ class Context:
         findings = check_run(run, restore=restore or holder(self.workspace) is None)
         for finding in findings:
             warn(f"history: {finding}")
-        for line in run.ledger.read().skipped:
+        for line in StateStore(run.ledger.path).load().said:
             if "hash chain" not in line:  # said above, as history drift
                 warn(line)
         pending = interrupted_rollback(run)

@@ -57,11 +57,14 @@ def checkpoint(args: argparse.Namespace) -> int:
 
 
 def _green_on(run: Run, tree: str) -> tuple[str, ...]:
-    newest: dict[str, dict[str, object]] = {}
-    for record in run.ledger.read().of_kind("gate-finished"):
-        if record.get("tree") == tree and not record.get("stale"):
-            newest[str(record.get("gate"))] = record
-    return tuple(name for name, r in newest.items() if r.get("status") in ("pass", "flaky"))
+    """The gates whose newest verdict on exactly ``tree`` is green, from the run's state (its
+    latest verdicts, and those kept for the newest snapshots' trees)."""
+    from paella_tui.supervisor.run.state_store import StateStore
+
+    state = StateStore(run.ledger.path).load().state
+    known = {**state.verdicts_at.get(tree, {})}
+    known.update({name: g for name, g in state.gates.items() if g.tree == tree})
+    return tuple(name for name, g in known.items() if g.green)
 
 
 def checkpoints(args: argparse.Namespace) -> int:

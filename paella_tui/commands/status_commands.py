@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 from paella_tui.commands.context import Context
+from paella_tui.commands.tmux_line import tmux_line
 from paella_tui.schemas import SCHEMA_VERSION
-from paella_tui.supervisor.agent.usage import Usage, compact_count
+from paella_tui.supervisor.agent.usage import Usage
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
 
@@ -25,21 +26,24 @@ _GATE_MARK = {
 }
 
 
+def _agent_line(agent: dict[str, Any]) -> str:
+    if agent["pid"] is None:
+        return "agent: not started"
+    if agent["alive"]:
+        alive = "alive"
+    elif agent["signal"] is not None:
+        alive = f"ended by signal {agent['signal']}"
+    elif agent["exit_code"] is not None:
+        alive = f"ended with exit {agent['exit_code']}"
+    else:
+        alive = "not running (no end was recorded)"
+    return f"agent: pid {agent['pid']}, attempt {agent['attempt']}, {alive}"
+
+
 def _text(status: dict[str, Any]) -> str:
     lines = [f"run {status['run_id']} · {status['state']}" + ("  ✓ done" if status["done"] else "")]
     agent = status["agent"]
-    if agent["pid"] is None:
-        lines.append("agent: not started")
-    else:
-        if agent["alive"]:
-            alive = "alive"
-        elif agent["signal"] is not None:
-            alive = f"ended by signal {agent['signal']}"
-        elif agent["exit_code"] is not None:
-            alive = f"ended with exit {agent['exit_code']}"
-        else:
-            alive = "not running (no end was recorded)"
-        lines.append(f"agent: pid {agent['pid']}, attempt {agent['attempt']}, {alive}")
+    lines.append(_agent_line(agent))
     usage = Usage.from_record(agent.get("usage"))
     if not usage.empty:
         lines.append(f"agent reported: {usage.describe()}")
@@ -82,6 +86,12 @@ def _text(status: dict[str, Any]) -> str:
     )
     for d in status["drift"][-5:]:
         lines.append(f"⚠ {d['kind']}: {d['message']}")
+    lines += _regression_lines(status)
+    return "\n".join(lines)
+
+
+def _regression_lines(status: dict[str, Any]) -> list[str]:
+    lines = []
     for r in status.get("regressions", ()):
         if r.get("broke_at"):
             lines.append(
@@ -91,31 +101,7 @@ def _text(status: dict[str, Any]) -> str:
             lines.append(f"◌ {r['gate']}: finding the step where it broke")
         elif r.get("message"):
             lines.append(f"◌ {r['message']}")
-    return "\n".join(lines)
-
-
-def _tmux_line(status: dict[str, Any] | None) -> str:
-    if status is None:
-        return "paella: no run"
-    icon = {"done": "✓", "running": "●", "retry-wait": "◌", "recovering": "✗", "dead": "✗"}.get(
-        status["state"], "◌"
-    )
-    done = sum(e["complete"] for e in status["episodes"])
-    green = sum(g["status"] in ("pass", "flaky") for g in status["gates"])
-    red = sum(g["status"] in ("fail", "timeout", "error") for g in status["gates"])
-    parts = [f"paella {icon} {status['state']}"]
-    if status["episodes"]:
-        parts.append(f"ep {done}/{len(status['episodes'])}")
-    if status["gates"]:
-        parts.append(f"✓{green} ✗{red}")
-    if status["drift"]:
-        parts.append(f"⚠{len(status['drift'])}")
-    usage = Usage.from_record(status["agent"].get("usage"))
-    if usage.cost_usd is not None:
-        parts.append(f"${usage.cost_usd:.2f}")
-    elif usage.tokens:
-        parts.append(f"{compact_count(usage.tokens)} tok")
-    return " ".join(parts)
+    return lines
 
 
 def _wait_for_first_run(ctx: Context) -> Run:
@@ -135,7 +121,7 @@ def status(args: argparse.Namespace) -> int:
     if args.tmux:
         run = ctx.store.current()
         view = RunView.load(run, verify_mirror=False) if run else None
-        print(_tmux_line(view.to_json() if view else None))
+        print(tmux_line(view.to_json() if view else None))
         return 0
     run = ctx.current_run(required=not args.json and not args.watch)
     if run is None and args.watch:

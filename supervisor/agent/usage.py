@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Re-exported: it was defined here first.
+from paella_tui.supervisor.base.counts import compact_count as compact_count
+
 
 @dataclass(frozen=True)
 class Usage:
@@ -85,12 +88,3 @@ class Usage:
             cost_usd=float(cost) if isinstance(cost, int | float) and cost >= 0 else None,
             cached_input_tokens=number("cached_input_tokens"),
         )
-
-
-def compact_count(n: int) -> str:
-    """``940``, ``48.3k``, ``1.25M``."""
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.2f}M"

@@ -1,5 +1,4 @@
 """Judging trees: the evaluation queue, the gate cache, green checkpoints and regressions (SPEC 6, 8).
-
 An evaluation snapshots the workspace (tree T) and judges every contract gate on T. Results are
 cached by (gate definition, T), and a gate with ``paths`` keeps its result while nothing under
 its paths changed. At most one evaluation runs and at most one waits: a newer trigger replaces
@@ -12,9 +11,8 @@ regression, and another evaluation is queued. The tree is checked right after ea
 so a short gate's verdict is shown (and kept) without waiting for the longest gate.
 
 When an evaluation shows more episodes complete on T than on the base, T becomes a green
-checkpoint at once and the new base. A gate that was green on an earlier tree and is red on the
-current one is a regression: reported once per transition to red, naming the newest checkpoint
-where it was green.
+checkpoint at once and the new base. Regressions follow the run state's one rule
+(:mod:`paella_tui.supervisor.run.state`), reported once per fall, naming where it was green.
 """
 
 from __future__ import annotations
@@ -25,17 +23,19 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any, Literal
 
 from paella_tui.supervisor.base.errors import PaellaError
 from paella_tui.supervisor.contract.model import Contract, Gate
+from paella_tui.supervisor.judge.evaluation_queue import (
+    EvaluatorClosed as EvaluatorClosed,
+)
+from paella_tui.supervisor.judge.evaluation_queue import Pass, Request, as_stale, fail
 from paella_tui.supervisor.judge.frozen import GateFolder, Judged
-from paella_tui.supervisor.judge.gate_cache import GateCache, result_from_record
+from paella_tui.supervisor.judge.gate_cache import GateCache
 from paella_tui.supervisor.judge.gates import log_tail, next_log_path, run_gate
 from paella_tui.supervisor.run.events import (
-    RED,
     CheckpointTaken,
     DriftDetected,
     EvaluationFinished,
@@ -47,6 +47,15 @@ from paella_tui.supervisor.run.events import (
     Notice,
 )
 from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.run.state import (
+    ContractSpec,
+    RunState,
+    add_green_tree,
+    complete_episodes,
+    green_after_rollback,
+    is_regression,
+)
+from paella_tui.supervisor.run.state_store import fold_records
 from paella_tui.supervisor.store import checkpoints
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
 from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
@@ -62,39 +71,6 @@ that changes a tracked file on every run would otherwise loop forever)."""
 
 _TRIGGER_WINDOW_S = 60.0
 _VERBS = {"fail": "now fails", "timeout": "now times out", "error": "now cannot run"}
-
-
-class EvaluatorClosed(RuntimeError):
-    """The evaluator was closed: no evaluation will answer this request."""
-
-
-@dataclass
-class _Request:
-    """A queued evaluation: the newest trigger's reason, and who waits for its verdict."""
-
-    reason: str
-    force: bool
-    follow: bool = False
-    """Only the watcher's settled paths changed since the last snapshot (issue 17)."""
-    waiters: list[asyncio.Future[EvaluationFinished]] = field(default_factory=list)
-
-
-@dataclass
-class _Pass:
-    """One evaluation in progress: the tree it judges and whether the workspace left it."""
-
-    snap: Snapshot
-    judged: Judged
-    """What the gates judge: the tree itself, or it with protected paths at their frozen content."""
-    cwd: Path
-    """Where the gates run: the work tree, or a scratch tree holding ``judged.tree``."""
-    moved: bool = False
-    check: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    @property
-    def tree(self) -> str:
-        """The tree being judged."""
-        return self.snap.tree
 
 
 class Evaluator:
@@ -123,17 +99,18 @@ class Evaluator:
         self._base = base
         self._cache = GateCache(contract.gates, run.workspace.git)
         self._latest: dict[str, GateResult] = {}
-        # Trees per gate as an insertion-ordered set: a resumed day-long run seeds tens of
-        # thousands of results, and a list membership test made the seed quadratic.
-        self._ever_green: dict[str, dict[str, None]] = {}
+        self._spec = ContractSpec.of(contract)
+        # The trees each gate was green on (at most two: the run state's regression rule).
+        self._green_on: dict[str, frozenset[str]] = {}
         self._regressed: set[str] = set()
         self._epoch = 0
         """Bumped by a rollback: evaluations that started before it judge an abandoned tree."""
-        self._waiting: _Request | None = None
-        self._running: _Request | None = None
+        self._waiting: Request | None
+        self._running: Request | None
+        self._waiting = self._running = None
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
-        self._idle.set()
+        self._idle.set()  # nothing runs or waits yet
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
         self._triggers: deque[float] = deque()
@@ -145,17 +122,15 @@ class Evaluator:
         """Judge protected files at their frozen content from now on (the run's judge)."""
         self._folder = folder
 
-    # -- state -----------------------------------------------------------------------------
-
     @property
     def latest(self) -> dict[str, GateResult]:
         """The newest non-stale result of each gate (a copy)."""
         return dict(self._latest)
 
     @property
-    def ever_green(self) -> dict[str, list[str]]:
-        """For each gate that was ever green in this run, the trees it was green on (a copy)."""
-        return {name: list(trees) for name, trees in self._ever_green.items()}
+    def ever_green(self) -> dict[str, frozenset[str]]:
+        """For each gate ever green in this run, trees it was green on (at most two, see state)."""
+        return dict(self._green_on)
 
     @property
     def regressed(self) -> frozenset[str]:
@@ -173,7 +148,7 @@ class Evaluator:
         base = self._base
         if base is None:
             return 0
-        from_gates = self._complete(set(base.gates_green))
+        from_gates = complete_episodes(self._spec, base.gates_green)
         return max(from_gates, base.episode if isinstance(base.episode, int) else 0)
 
     def set_base(self, record: SnapshotRecord | None, *, restart_history: bool = False) -> None:
@@ -185,9 +160,7 @@ class Evaluator:
         self._base = record
         if restart_history:
             self._epoch += 1
-            self._ever_green = (
-                {g: {record.tree: None} for g in record.gates_green} if record else {}
-            )
+            self._green_on = green_after_rollback(record)
             self._regressed = set()
 
     @property
@@ -199,8 +172,6 @@ class Evaluator:
         """How many times :meth:`request` was called in the last 60 seconds (the flapping guard)."""
         self._prune_triggers()
         return len(self._triggers)
-
-    # -- the queue -------------------------------------------------------------------------
 
     def request(self, reason: str, *, force: bool = False, follow_changes: bool = False) -> None:
         """Ask for an evaluation (non-blocking); it replaces one waiting, never a running one.
@@ -240,13 +211,13 @@ class Evaluator:
             await asyncio.to_thread(self._folder.close)
         for request in (self._running, self._waiting):
             if request is not None:
-                _fail(request, EvaluatorClosed("the gate evaluator was closed"))
+                fail(request, EvaluatorClosed("the gate evaluator was closed"))
         self._running = self._waiting = None
         self._idle.set()
 
     def _enqueue(self, reason: str, force: bool, follow: bool = False) -> None:
         if self._waiting is None:
-            self._waiting = _Request(reason, force, follow)
+            self._waiting = Request(reason, force, follow)
         else:
             self._waiting.reason = reason
             self._waiting.force = self._waiting.force or force
@@ -276,12 +247,12 @@ class Evaluator:
             try:
                 finished = await self._evaluate(request)
             except asyncio.CancelledError:
-                _fail(request, EvaluatorClosed("the gate evaluator was closed"))
+                fail(request, EvaluatorClosed("the gate evaluator was closed"))
                 raise
             except Exception as exc:
                 log.exception("evaluating the gates failed")
                 self._notice(f"could not evaluate the gates: {exc}", "error")
-                _fail(request, exc)
+                fail(request, exc)
             else:
                 for future in request.waiters:
                     if not future.done():
@@ -291,9 +262,7 @@ class Evaluator:
                 if self._waiting is None:
                     self._idle.set()
 
-    # -- one evaluation --------------------------------------------------------------------
-
-    async def _evaluate(self, request: _Request) -> EvaluationFinished:
+    async def _evaluate(self, request: Request) -> EvaluationFinished:
         """Judge the current tree: reuse what is known, run the rest, then act on the verdict."""
         epoch = self._epoch
         # The snapshot that starts an evaluation the watcher asked for follows its changed paths
@@ -302,7 +271,7 @@ class Evaluator:
         judged, cwd = Judged(snap.tree, ()), self._run.workspace.root
         if self._folder is not None:
             judged, cwd = await asyncio.to_thread(self._folder.place, snap.tree)
-        current = _Pass(snap, judged, cwd)
+        current = Pass(snap, judged, cwd)
         tree = current.tree
         self._cache.judged_as(tree, judged.tree)
         gates = self._contract.gates
@@ -340,10 +309,10 @@ class Evaluator:
             stale.update(r.gate for r in ordered)
         new_regressions = [r for r in ordered if r.gate not in stale and self._remember(r)]
         green = {r.gate for r in ordered if r.green}
-        complete = 0 if current.moved else self._complete(green)
+        complete = 0 if current.moved else complete_episodes(self._spec, green)
         # A stale verdict is not a verdict on any tree: nobody reading the summary may count
         # it green (GateFinished kept the status it had, next to stale=True).
-        shown = tuple(_as_stale(r) if r.gate in stale else r for r in ordered)
+        shown = tuple(as_stale(r) if r.gate in stale else r for r in ordered)
         finished = EvaluationFinished(
             tree=tree,
             results=shown,
@@ -370,7 +339,7 @@ class Evaluator:
     async def _run_one(
         self,
         gate: Gate,
-        current: _Pass,
+        current: Pass,
         slots: asyncio.Semaphore,
         results: dict[str, GateResult],
         stale: set[str],
@@ -397,7 +366,7 @@ class Evaluator:
             self._cache.put(gate.name, current.judged.tree, result)
         self._emit(GateFinished(result=result, stale=moved))
 
-    async def _moved(self, current: _Pass) -> bool:
+    async def _moved(self, current: Pass) -> bool:
         """Whether the workspace left the pass's tree (checked once more now, unless known)."""
         async with current.check:
             if not current.moved:
@@ -439,31 +408,17 @@ class Evaluator:
             return
         self._enqueue(CHANGED_DURING_GATES, False)
 
-    # -- verdicts --------------------------------------------------------------------------
-
-    def _complete(self, green: set[str]) -> int:
-        """Episodes complete (cumulatively) when exactly the gates in ``green`` are green."""
-        complete = 0
-        for k in range(1, len(self._contract.episodes) + 1):
-            if not all(name in green for name in self._contract.episode_gates(k)):
-                break
-            complete = k
-        return complete
-
     def _remember(self, result: GateResult) -> bool:
-        """Fold a non-stale result into latest and ever_green; True when it is a new regression."""
+        """Fold a non-stale result into latest and ever_green; True when it is a new regression
+        (the run state's rule: a red on the very tree the gate passed on is flakiness)."""
         name = result.gate
         self._latest[name] = result
+        trees = self._green_on.get(name, frozenset())
         if result.green:
-            self._ever_green.setdefault(name, {})[result.tree] = None
+            self._green_on[name] = add_green_tree(trees, result.tree)
             self._regressed.discard(name)
             return False
-        if result.status not in RED:
-            return False
-        # Green on this very tree before (a forced re-run that failed) is flakiness, not drift.
-        trees = self._ever_green.get(name, {})
-        was_green = len(trees) > 1 or (len(trees) == 1 and result.tree not in trees)
-        if was_green and name not in self._regressed:
+        if is_regression(trees, result.status, result.tree) and name not in self._regressed:
             self._regressed.add(name)
             return True
         return False
@@ -471,7 +426,7 @@ class Evaluator:
     async def _regression_message(self, result: GateResult) -> str:
         """``gate "x" was green at checkpoint 2 (episode 1) and now fails: ...``."""
         name = result.gate
-        trees = self._ever_green.get(name, {})
+        trees = self._green_on.get(name, frozenset())
         records = await asyncio.to_thread(checkpoints.records, self._run, "checkpoints")
         where = next(
             (c for c in reversed(records) if name in c.gates_green or c.tree in trees), None
@@ -480,7 +435,8 @@ class Evaluator:
             what = f"episode {where.episode}" if isinstance(where.episode, int) else "manual"
             at = f"at checkpoint {where.n} ({what})"
         else:
-            at = f"on an earlier tree ({next(reversed(trees))[:12]}) before any checkpoint"
+            earlier = next((t for t in sorted(trees) if t != result.tree), "?")
+            at = f"on an earlier tree ({earlier[:12]}) before any checkpoint"
         verb = _VERBS.get(result.status, "now fails")
         return (
             f'gate "{name}" was green {at} and {verb}: the newest work broke an earlier invariant'
@@ -519,30 +475,23 @@ class Evaluator:
     # -- a resumed run ---------------------------------------------------------------------
 
     def seed(self, history: Iterable[dict[str, Any]]) -> None:
-        """Learn latest, ever_green and the regressions already reported from the ledger."""
-        known = set(self._cache.keys)
-        for record in history:
-            result = result_from_record(record, known)
-            if result is not None:
-                self._remember(result)
+        """Learn latest, ever_green and the regressions already reported from ledger records
+        (folded by the run state's rules)."""
+        self.adopt(fold_records(history), with_base=False)
+
+    def adopt(self, state: RunState, *, with_base: bool = True) -> None:
+        """Start from a run's folded state (a resumed run): its latest verdicts, the trees each
+        gate was green on, the regressions already reported and (``with_base``) the base."""
+        if with_base:
+            self.set_base(state.base)
+        self._green_on = {g: t for g, t in state.green_on.items() if g in self._cache.keys}
+        self._regressed = {g for g in state.regressed if g in self._cache.keys}
+        for name, gate in state.gates.items():
+            if name in self._cache.keys and gate.tree is not None and (gate.green or gate.red):
+                self._latest[name] = gate.result()
         for name, result in list(self._latest.items()):
             if result.log_path and not result.green:
                 # The handoff shows a failing gate's output: read it back from its log.
                 result = replace(result, tail=log_tail(result.log_path))
                 self._latest[name] = result
             self._cache.put(name, result.tree, result)
-
-
-def _as_stale(result: GateResult) -> GateResult:
-    """The result with status ``stale``, its verdict kept in words."""
-    was = f"{result.status} on a tree that changed while it ran"
-    return replace(
-        result, status="stale", message=f"{was}; {result.message}" if result.message else was
-    )
-
-
-def _fail(request: _Request, exc: BaseException) -> None:
-    """Answer everyone waiting for ``request`` with ``exc``."""
-    for future in request.waiters:
-        if not future.done():
-            future.set_exception(exc)

@@ -73,9 +73,7 @@ def lost_attempt(view: RunView, attempt: int) -> AgentExited | None:
 def stopped_on_words(view: RunView) -> str | None:
     """Why the run stopped last time, when it was a far reset or a permanent failure (the
     resume's handoff says so); None otherwise."""
-    stops = view.of_kind("run-stopped")
-    last = stops[-1] if stops else {}
-    reason = str(last.get("reason", ""))
-    if last.get("resume_after") or reason.startswith("permanent failure"):
-        return str(last.get("reason"))
+    stop = view.run_state.stop
+    if stop is not None and (stop.until or stop.reason.startswith("permanent failure")):
+        return stop.reason
     return None

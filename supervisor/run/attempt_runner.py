@@ -44,9 +44,7 @@ class AttemptRunner:
         self.emit = emit
         self.tail = OutputTail()
         """The agent's output across attempts, display-ready; poll its ``version``."""
-        self.attempt = max(
-            (int(r.get("attempt", 0)) for r in view.of_kind("agent-started")), default=0
-        )
+        self.attempt = view.run_state.attempt
         """The number of the newest attempt (0 before the first)."""
         self.profile = get_profile(contract.run.profile)
         self.transient = (

@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 from paella_tui.supervisor.judge.frozen import ProtectedChange, ReviewChoice
 from paella_tui.supervisor.run.events import RecoveryFacts
-from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
 
 Choice = Literal["rollback", "continue", "stop", "accept"]
 """Roll back, continue from the tree as it is, stop the run, or accept (every gate is green)."""

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 # Re-exported: they were defined here first, and the event consumers import them from here.
 from paella_tui.supervisor.agent.usage import Usage as Usage
 from paella_tui.supervisor.agent.usage import compact_count as compact_count
-from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
 
 GateStatus = Literal["pending", "running", "pass", "fail", "timeout", "error", "stale", "flaky"]
 GREEN: frozenset[str] = frozenset({"pass", "flaky"})
@@ -51,7 +51,8 @@ class AgentStarted(Event):
     kind: ClassVar[str | None] = "agent-started"
     attempt: int
     pid: int
-    create_time: float
+    create_time: float | None
+    """The process's start time as psutil tells it (None in a ledger that did not record it)."""
     argv: tuple[str, ...]
     resumed: bool = False
     tty: bool = True

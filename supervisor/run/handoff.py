@@ -8,8 +8,8 @@ remains, and the next step.
 
 It must stay short enough to paste: every long part is cut to a budget and says what was cut and
 where the whole of it is. If a document still comes out too large, it is rendered again with
-tighter budgets. `handoff_inputs_from_view` builds the inputs from a run's ledger and gate logs
-alone, so `paella handoff` works from disk after a crash.
+tighter budgets. :mod:`paella_tui.supervisor.run.handoff_inputs` gathers the inputs from the run's
+state and gate logs alone, so `paella handoff` works from disk after a crash.
 """
 
 from __future__ import annotations
@@ -17,20 +17,18 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any
 
-from paella_tui.supervisor.base.durations import format_duration
-from paella_tui.supervisor.base.errors import UsageError
 from paella_tui.supervisor.base.files import write_atomic
-from paella_tui.supervisor.contract.model import Contract
-from paella_tui.supervisor.judge.break_report import break_reports, handoff_section
-from paella_tui.supervisor.judge.failures import failing_tests_in_log
-from paella_tui.supervisor.run.events import RED, AgentExited, GateResult, GateStatus, Usage
-from paella_tui.supervisor.run.run_view import RunView
-from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.run.events import RED, GateResult
+from paella_tui.supervisor.run.handoff_inputs import EpisodeState as EpisodeState
+from paella_tui.supervisor.run.handoff_inputs import HandoffInputs
+from paella_tui.supervisor.run.handoff_inputs import (
+    handoff_inputs_from_view as handoff_inputs_from_view,
+)
 
 HANDOFF_FILE = "handoff.md"
 """The handoff's file name in the run folder."""
@@ -38,59 +36,7 @@ HANDOFF_FILE = "handoff.md"
 MAX_BYTES = 11 * 1024
 """A document larger than this is rendered again with tighter budgets."""
 
-
-@dataclass(frozen=True)
-class EpisodeState:
-    """One episode of the contract and where the run stands on it."""
-
-    n: int
-    """1-based, in contract order."""
-    name: str
-    goal: str
-    gates: tuple[str, ...]
-    """The gates this episode adds (it also needs those of the episodes before it)."""
-    complete: bool
-    """Complete on the current tree: every gate of episodes 1..n passes."""
-    checkpoint: int | None = None
-    """The newest checkpoint that completed it, if any (it may have regressed since)."""
-
-
-@dataclass(frozen=True)
-class HandoffInputs:
-    """Everything the handoff document says, gathered before rendering."""
-
-    contract: Contract
-    run_id: str
-    episodes: tuple[EpisodeState, ...]
-    base: SnapshotRecord | None
-    """The last green checkpoint, if any."""
-    gates_now: tuple[GateResult, ...]
-    """The newest result of each contract gate; a red one carries the end of its output."""
-    regressed: tuple[str, ...] = ()
-    """Gates that were green earlier in this run and are red now."""
-    gate_log_lines: Mapping[str, int] = field(default_factory=dict)
-    """How many lines each gate's full log holds, when known (for the cut notes)."""
-    drift: tuple[Mapping[str, Any], ...] = ()
-    """Drift warnings as the ledger holds them: ``kind``, ``message``, ``t`` (and gate, path)."""
-    ending: str | None = None
-    """How the last attempt ended, in words (``exit 1 after 42m, attempt 2``)."""
-    last_output: tuple[str, ...] = ()
-    """The agent's last output lines."""
-    agent_log: str | None = None
-    """Where the agent's whole output is (``agent.log``), for the cut note."""
-    changes: tuple[tuple[str, int, int], ...] = ()
-    """Files changed since the base (or the run start): path, lines added, lines removed."""
-    attempt: int | None = None
-    """The number of the attempt that ended last."""
-    usage: Usage | None = None
-    """Turns, tokens and cost the agent's stream reported over the run, when it reports them."""
-    session_id: str | None = None
-    """The agent's own session id, when its stream reported one (a resume continues it)."""
-    where_it_broke: tuple[str, ...] = ()
-    """The "Where it broke" section's lines (:mod:`paella_tui.supervisor.judge.break_report`)."""
-    rolled_back: Mapping[str, Any] | None = None
-    """The ledger's ``rollback-done`` record when the tree was rolled back after the last
-    attempt started: that attempt's work is gone from the tree, kept in a salvage snapshot."""
+_FAILED_SHOWN = 10
 
 
 # --- budgets ---------------------------------------------------------------------------------
@@ -535,210 +481,6 @@ def _next_step(inputs: HandoffInputs, limits: _Limits) -> str:
 
 
 # --- from the ledger ---------------------------------------------------------------------------
-
-_STATUSES = frozenset(get_args(GateStatus))
-_FAILED_SHOWN = 10
-_LOG_WINDOW = 256 * 1024
-_LOG_KEEP_LINES = 200
-
-
-def _read_log_tail(path: Path) -> tuple[tuple[str, ...], int] | None:
-    """The last lines of a log and how many lines it holds in all, or None if it is unreadable."""
-    try:
-        size = path.stat().st_size
-        count, window, ends_in_newline = 0, b"", True
-        with path.open("rb") as handle:
-            # Counted in chunks: a gate can write a 100 MB log, and only its end is kept.
-            while chunk := handle.read(1 << 20):
-                count += chunk.count(b"\n")
-                window = (window + chunk)[-_LOG_WINDOW:]
-                ends_in_newline = chunk.endswith(b"\n")
-    except OSError:
-        return None
-    lines = window.split(b"\n")
-    if ends_in_newline:
-        lines.pop()
-    if size > len(window) and lines:
-        lines.pop(0)  # the window starts mid-line
-    total = count + (0 if ends_in_newline else 1)
-    decoded = tuple(raw.decode("utf-8", errors="replace") for raw in lines[-_LOG_KEEP_LINES:])
-    return decoded, total
-
-
-def _gate_result(record: Mapping[str, Any], run_dir: Path) -> tuple[GateResult, int | None]:
-    """A GateResult from a ``gate-finished`` record, with its log's end when it is red."""
-    status = "stale" if record.get("stale") else str(record.get("status", "error"))
-    if status not in _STATUSES:
-        status = "error"
-    log = record.get("log")
-    log_path = None
-    if log:
-        log_path = Path(str(log))
-        if not log_path.is_absolute():
-            log_path = run_dir / log_path
-    tail: tuple[str, ...] = ()
-    total = None
-    if status in RED and log_path is not None:
-        read = _read_log_tail(log_path)
-        if read is not None:
-            tail, total = read
-    result = GateResult(
-        gate=str(record.get("gate", "")),
-        status=cast(GateStatus, status),
-        tree=str(record.get("tree") or ""),
-        duration_s=float(record.get("duration_s") or 0.0),
-        exit_code=record.get("exit_code"),
-        attempts=int(record.get("attempts") or 1),
-        log_path=str(log_path) if log_path else None,
-        tail=tail,
-        cached=bool(record.get("cached")),
-        message=str(record.get("message") or ""),
-        failed_tests=_failed_tests(record, log_path, status),
-    )
-    return result, total
-
-
-def _failed_tests(record: Mapping[str, Any], log: Path | None, status: str) -> tuple[str, ...]:
-    """The failing tests a record names (read from its log for a ledger written before)."""
-    listed = record.get("failed_tests")
-    if isinstance(listed, list):
-        return tuple(str(t) for t in listed)
-    return failing_tests_in_log(log) if status in RED and log is not None else ()
-
-
-def _seconds_between(start: object, end: object) -> float | None:
-    try:
-        return (
-            datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start))
-        ).total_seconds()
-    except ValueError:
-        return None
-
-
-def _ending_from_ledger(view: RunView) -> tuple[str | None, tuple[str, ...], int | None]:
-    """How the newest attempt ended, its last output lines, and its number."""
-    started = view.of_kind("agent-started")
-    exited = view.of_kind("agent-exited")
-    attempt = started[-1].get("attempt") if started else None
-    if attempt is not None:
-        mine = [r for r in exited if r.get("attempt") == attempt]
-        if not mine:
-            return (
-                f"attempt {attempt} has no recorded end (paella itself stopped while it ran)",
-                (),
-                attempt,
-            )
-    if not exited:
-        return None, (), attempt
-    end = exited[-1]
-    attempt = end.get("attempt", attempt)
-    event = AgentExited(
-        attempt=int(attempt or 0),
-        exit_code=end.get("exit_code"),
-        signal=end.get("signal"),
-        false_success=end.get("false_success"),
-        exit_meaning=end.get("exit_meaning"),
-    )
-    how = "stopped by you" if end.get("stopped_by_user") else event.describe()
-    began = [r for r in started if r.get("attempt") == attempt]
-    if began:
-        seconds = _seconds_between(began[-1].get("t"), end.get("t"))
-        if seconds is not None and seconds >= 0:
-            how += f" after {format_duration(seconds)}"
-    how += f", attempt {attempt}"
-    return how, tuple(str(line) for line in end.get("tail") or ()), attempt
-
-
-def _rolled_back_since_last_attempt(view: RunView) -> Mapping[str, Any] | None:
-    """The last ``rollback-done`` record, if no attempt started after it."""
-    last: Mapping[str, Any] | None = None
-    for record in view.of_kind("rollback-done", "agent-started"):
-        last = record if record.get("kind") == "rollback-done" else None
-    return last
-
-
-def handoff_inputs_from_view(
-    view: RunView,
-    *,
-    changes: Sequence[tuple[str, int, int]] = (),
-    ending: str | None = None,
-) -> HandoffInputs:
-    """The handoff's inputs from a run's ledger and gate logs (so it works after a crash).
-
-    ``changes`` are the files changed since the base; ``ending`` says how the attempt ended in
-    the caller's words and is put before what the ledger says.
-    """
-    contract = view.contract
-    if contract is None:
-        raise UsageError(
-            f"run {view.run.run_id} has no contract (a manual run): there is nothing to hand off",
-            hint="start a run with `paella run` in a workspace with a paella.toml.",
-        )
-    newest: dict[str, Mapping[str, Any]] = {}
-    for record in view.of_kind("gate-finished"):
-        newest[str(record.get("gate", ""))] = record
-    ever_green = view.ever_green()
-    results: list[GateResult] = []
-    log_lines: dict[str, int] = {}
-    for gate in contract.gates:
-        finished = newest.get(gate.name)
-        if finished is None:
-            results.append(GateResult(gate=gate.name, status="pending", tree=""))
-            continue
-        result, total = _gate_result(finished, view.run.dir)
-        results.append(result)
-        if total is not None:
-            log_lines[gate.name] = total
-    regressed = tuple(r.gate for r in results if r.status in RED and r.gate in ever_green)
-    green_now = {r.gate for r in results if r.green}
-    checkpoints = view.checkpoints
-    episodes = []
-    for k, episode in enumerate(contract.episodes, start=1):
-        completing = [c.n for c in checkpoints if c.episode == k]
-        episodes.append(
-            EpisodeState(
-                n=k,
-                name=episode.name,
-                goal=episode.goal,
-                gates=episode.gates,
-                complete=all(g in green_now for g in contract.episode_gates(k)),
-                checkpoint=completing[-1] if completing else None,
-            )
-        )
-    drift = tuple(
-        {
-            "kind": r.get("drift"),
-            "gate": r.get("gate"),
-            "path": r.get("path"),
-            "message": r.get("message", ""),
-            "t": r.get("t"),
-        }
-        for r in view.of_kind("drift")
-    )
-    recorded, last_output, attempt = _ending_from_ledger(view)
-    if ending and recorded and ending not in recorded:
-        how: str | None = f"{ending}; {recorded}"
-    else:
-        how = recorded or ending
-    return HandoffInputs(
-        contract=contract,
-        run_id=view.run.run_id,
-        episodes=tuple(episodes),
-        base=view.last_green_checkpoint,
-        gates_now=tuple(results),
-        regressed=regressed,
-        gate_log_lines=log_lines,
-        drift=drift,
-        ending=how,
-        last_output=last_output,
-        agent_log=str(view.run.dir / "agent.log"),
-        changes=tuple(changes),
-        attempt=attempt if isinstance(attempt, int) else None,
-        usage=view.usage(),
-        rolled_back=_rolled_back_since_last_attempt(view),
-        session_id=view.session_id(),
-        where_it_broke=tuple(handoff_section(break_reports(view))),
-    )
 
 
 def write_handoff(run_dir: Path, text: str) -> Path:

@@ -166,15 +166,20 @@ def trusted_snapshot_refs(run: Run, read: LedgerRead) -> set[str]:
 
 
 def check_run(run: Run, *, restore: bool = False) -> list[str]:
-    """Every integrity finding about ``run``; with ``restore``, what can be put back is."""
+    """Every integrity finding about ``run``; with ``restore``, what can be put back is.
+
+    The ledger's records come from the run's kept fold (its chain break, its snapshots): only
+    the records new since it are read, besides the prefix the mirror vouches for."""
+    from paella_tui.supervisor.run.state_store import StateStore, snapshot_read
+
     findings = ledger_against_mirror(run, restore=restore)
     pointer = run.workspace.state_dir / "current"
     if restore and not pointer.is_file():
         with contextlib.suppress(OSError):
             write_atomic(pointer, run.run_id + "\n")
-    read = run.ledger.read()
-    if read.chain_break is not None:
-        findings.append(read.chain_break.describe(run.ledger.path))
-    findings += frozen_contract(run, read, restore=restore).findings
-    findings += refs_against_mirror(run, read, restore=restore)
+    folded = StateStore(run.ledger.path).load()
+    if folded.chain_break is not None:
+        findings.append(folded.chain_break.describe(run.ledger.path))
+    findings += frozen_contract(run, run.ledger.read_first(), restore=restore).findings
+    findings += refs_against_mirror(run, snapshot_read(folded.state), restore=restore)
     return findings

@@ -84,6 +84,10 @@ class LedgerRead:
     """Descriptions of unusable lines (a torn last line, a malformed record), for a warning."""
     chain_break: ChainBreak | None = None
     """The first place the hash chain fails, if it does."""
+    tail_hash: str = GENESIS
+    """The chain hash of the last line read (what the next record's ``prev`` must be)."""
+    chained: bool = False
+    """Whether the records read so far are hash-chained (a ledger from before the chain is not)."""
 
     def of_kind(self, *kinds: str) -> Iterator[dict[str, Any]]:
         """The records of the given kinds, in order."""
@@ -135,6 +139,20 @@ class Ledger:
             return LedgerRead((), (f"{self.path}: cannot be read ({err.strerror or err})",))
         return parse(data, self.path)
 
+    def read_first(self) -> LedgerRead:
+        """The first record only (the run's start, with its frozen contract's hash): what a
+        reader needs before it folds the rest from the state kept beside the ledger."""
+        flush_handed(self.path)
+        try:
+            with self.path.open("rb") as handle:
+                line = handle.readline(1 << 20)
+        except OSError:
+            return LedgerRead((), ())
+        read = parse(line.split(b"\n")[0] + b"\n", self.path)
+        if not read.records or read.records[0].get("kind") != "run-started":
+            return self.read()  # an unusual ledger: read it all, as before
+        return read
+
 
 class Pending:
     """A record handed to the writer: :meth:`wait` returns it once it is on disk."""
@@ -149,6 +167,11 @@ class Pending:
     def durable(self) -> bool:
         """It is on disk (fsynced)."""
         return self._done.is_set() and self.error is None
+
+    @property
+    def settled(self) -> bool:
+        """The writer is done with it (on disk, or failed)."""
+        return self._done.is_set()
 
     def wait(self) -> dict[str, Any]:
         """Block until the record is on disk; the record as written (with its chain link)."""
@@ -266,6 +289,16 @@ def writer_for(path: Path) -> LedgerWriter:
         return writer
 
 
+def flush_handed(path: Path) -> None:
+    """Wait until every record this process handed over for the ledger at ``path`` is on disk
+    (a reader of the file sees them); nothing to wait for when it handed none."""
+    with _WRITERS_LOCK:
+        writer = _WRITERS.get(Path(os.path.abspath(path)))
+    if writer is not None:
+        with contextlib.suppress(OSError):
+            writer.flush()  # what could not be written is not there to read
+
+
 @atexit.register
 def flush_all() -> None:
     """Every record handed over reaches the disk before the process exits normally."""
@@ -276,21 +309,32 @@ def flush_all() -> None:
             writer.flush()  # a failure was said when it happened (to append or flush)
 
 
-def parse(data: bytes, path: Path) -> LedgerRead:
-    """Validate ``data`` (a whole ledger) line by line and follow its hash chain."""
+def parse(
+    data: bytes,
+    path: Path,
+    *,
+    after: str | None = None,
+    chained: bool = False,
+    first_line: int = 1,
+) -> LedgerRead:
+    """Validate ``data`` (a whole ledger) line by line and follow its hash chain.
+
+    ``after`` continues a chain: ``data`` is what follows a line whose hash is ``after`` (with
+    ``chained``: that part was chained already), and ``first_line`` is its first line's number
+    (a reader that folded the rest already)."""
     records: list[dict[str, Any]] = []
     skipped: list[str] = []
     chain_break: ChainBreak | None = None
-    chained = False
-    previous = b""
+    expected_next = after if after is not None else GENESIS
     lines = data.split(b"\n")
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=first_line):
         if not raw.strip():
             continue
-        expected, previous = line_hash(previous), raw
+        expected, expected_next = expected_next, line_hash(raw)
         record, why = _decode(raw)
         if record is None:
-            torn = number == len(lines) or (number == len(lines) - 1 and not lines[-1])
+            last = first_line + len(lines) - 1
+            torn = number == last or (number == last - 1 and not lines[-1])
             what = "a torn last line (paella stopped mid-write)" if torn else f"a line ({why})"
             skipped.append(f"{path}:{number}: skipped {what}")
             continue
@@ -311,7 +355,7 @@ def parse(data: bytes, path: Path) -> LedgerRead:
         records.append(record)
     if chain_break is not None:
         skipped.append(chain_break.describe(path))
-    return LedgerRead(tuple(records), tuple(skipped), chain_break)
+    return LedgerRead(tuple(records), tuple(skipped), chain_break, expected_next, chained)
 
 
 def _decode(raw: bytes) -> tuple[dict[str, Any] | None, str]:

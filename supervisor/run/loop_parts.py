@@ -41,9 +41,12 @@ from paella_tui.supervisor.run.events import (
     Usage,
     WatchPaused,
 )
+from paella_tui.supervisor.run.live_state import LiveState
 from paella_tui.supervisor.run.recovery import Recovery
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run, save_to_mirror_soon
+from paella_tui.supervisor.run.state import RunState
+from paella_tui.supervisor.run.state_store import StateStore
 from paella_tui.supervisor.store import checkpoints as ckpt
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.steps import SequencedSnapshotter
@@ -97,6 +100,8 @@ class LoopParts:
             exclude=byproduct_globs(contract),
         )
         view = RunView.load(run)
+        self._live = LiveState(StateStore(run.ledger.path), view.folded)
+        """The run's one state, current with every event emitted."""
         self._stopped_on_words = stopped_on_words(view)
         """Why the run stopped last time, when it was a far reset or a permanent failure: the
         resume's handoff says so."""
@@ -117,12 +122,9 @@ class LoopParts:
             emit=self.emit,
             base=view.last_green_checkpoint,
         )
-        if view.of_kind("rollback-done"):
-            # What was green restarts at the restored checkpoint (as it did in the run before).
-            self.evaluator.set_base(view.last_green_checkpoint, restart_history=True)
-        self.evaluator.seed(view.gate_history())
-        started = view.of_kind("run-started")
-        self._contract_sha = (started[0].get("contract") or {}).get("sha256", "") if started else ""
+        # The run's one state: what was green, the regressions reported, the latest verdicts.
+        self.evaluator.adopt(view.run_state, with_base=False)
+        self._contract_sha = (view.run_state.contract_info or {}).get("sha256", "")
         self.breaks = BreakTracker(
             run=run,
             contract=contract,
@@ -142,6 +144,7 @@ class LoopParts:
             evaluator=self.evaluator,
             breaks=self.breaks,
             decisions=self.decisions,
+            run_state=lambda: self.run_state,
             emit=self.emit,
         )
         """Asks the decisions, rolls back, writes the handoff."""
@@ -173,9 +176,12 @@ class LoopParts:
         """Persist ``event`` to the ledger (if it has a kind), then hand it to the consumer."""
         if isinstance(event, EvaluationStarted):
             self.recovery.evaluating_tree = event.tree
+        pending = None
         if event.kind is not None:
             # Written by the ledger's own thread, in order: the event loop never waits on fsync.
-            self.run_.ledger.append_soon(event.kind, **event.record())
+            pending = self.run_.ledger.append_soon(event.kind, **event.record())
+        # The state first (its record folded as the writer will write it), then the consumers.
+        self._live.handed(pending)
         self.breaks.observe(event)
         self.drift.observe(event)
         self._consumer(event)
@@ -184,6 +190,11 @@ class LoopParts:
             # the verdict or the checkpoint is shown at once (the command waits for the copy
             # before it exits; see runs.wait_for_mirror).
             save_to_mirror_soon(self.run_)
+
+    @property
+    def run_state(self) -> RunState:
+        """The run's state: the fold of its ledger, current with every event emitted."""
+        return self._live.state
 
     @property
     def tail(self) -> OutputTail:
@@ -281,6 +292,7 @@ class LoopParts:
         # The exit status is the verdict's: its records are on disk before it is returned.
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self.run_.ledger.flush)
+        self._live.settle()
 
     async def _watching(self, watcher: asyncio.Task[None]) -> None:
         """Wait until the watches exist (or the watcher failed): an edit the agent made before

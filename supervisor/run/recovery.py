@@ -33,6 +33,7 @@ from paella_tui.supervisor.run.integrity import ensure_snapshot
 from paella_tui.supervisor.run.recovery_facts import JudgedTree, recovery_facts
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.run.state import RunState
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.rollback import rollback
 from paella_tui.supervisor.store.steps import SequencedSnapshotter
@@ -52,6 +53,7 @@ class Recovery:
         breaks: BreakTracker,
         decisions: DecisionChannel,
         emit: Callable[[Event], None],
+        run_state: Callable[[], RunState],
     ) -> None:
         self.run_ = run
         self.contract = contract
@@ -60,6 +62,8 @@ class Recovery:
         self.breaks = breaks
         self.decisions = decisions
         self.emit = emit
+        self.run_state = run_state
+        """The run's state now (its regressions are the one rule's)."""
         self.start_tree: str | None = None
         """The tree the run started on (changes are counted from it before any checkpoint)."""
         self.evaluating_tree: str | None = None
@@ -71,13 +75,11 @@ class Recovery:
     async def ask(
         self, ending: Ending, exited: AgentExited, finished: EvaluationFinished | None
     ) -> Decision:
-        """The facts out, the handoff written meanwhile, the decision in (and recorded)."""
+        """The facts out, the decision in (and recorded). The handoff is written once the
+        decision is known: once per death (the loop writes it)."""
         facts = await asyncio.to_thread(self.facts, ending, exited, finished)
         self.emit(RecoveryNeeded(facts=facts))
-        # The handoff is written while the person reads the facts, not before they see them.
-        handoff = asyncio.ensure_future(self.write_handoff(ending=facts.how_and_attempt))
         decision = await self.decisions.receive(facts)
-        await handoff
         if decision.by == "policy":
             self.auto_recoveries += 1
             if self.auto_recoveries > self.contract.retry.max_attempts:
@@ -116,7 +118,7 @@ class Recovery:
             judged=judged,
             base=base,
             since=base.tree if base else (self.start_tree or judged.tree),
-            ever_green=self.evaluator.ever_green,
+            regressed=self.run_state().regressed,
             workspace=self.run_.workspace,
             breaks=self.breaks,
             note=note,

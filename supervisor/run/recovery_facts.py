@@ -3,12 +3,12 @@ regressions, what changed since the base, and where each regressed gate broke.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from paella_tui.supervisor.judge.breaks import BreakTracker
-from paella_tui.supervisor.run.events import AgentExited, Ending, GateResult, RecoveryFacts
-from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.run.events import RED, AgentExited, Ending, GateResult, RecoveryFacts
+from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
 from paella_tui.supervisor.store.tree_diff import changes_between, totals
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -30,7 +30,7 @@ def recovery_facts(
     judged: JudgedTree,
     base: SnapshotRecord | None,
     since: str,
-    ever_green: Mapping[str, Sequence[str]],
+    regressed: Collection[str],
     workspace: Workspace,
     breaks: BreakTracker,
     note: str | None = None,
@@ -39,11 +39,8 @@ def recovery_facts(
     judged tree; ``note`` is said after how it ended (protected files changed). Runs git."""
     changes = changes_between(workspace, since, judged.tree)
     added, removed = totals(changes)
-    regressions = tuple(
-        r.gate
-        for r in judged.results
-        if not r.green and r.status != "stale" and ever_green.get(r.gate)
-    )
+    # The run state's rule (a red on the very tree a gate passed on is no regression).
+    regressions = tuple(r.gate for r in judged.results if r.gate in regressed and r.status in RED)
     how = "stopped by you" if exited.stopped_by_user else exited.describe()
     if note:
         how = f"{how}, but {note}"

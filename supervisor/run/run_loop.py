@@ -347,11 +347,20 @@ class RunLoop(LoopParts):
                 self.state = "done"
                 self.emit(RunDone(tree=verdict.tree, gates=tuple(r.gate for r in verdict.results)))
                 return EXIT_DONE
+        if decision.choice in ("stop", "accept"):
+            # The one handoff of this death (a resume after it continues from it).
+            await self.recovery.write_handoff(ending=f"{exited.describe()} ({ending})")
+        if decision.choice == "accept":
             return self._stopped("accept refused: not every gate is green on the tree")
         if decision.choice == "stop":
             return self._stopped(f"handoff written; stopped ({decision.reason or decision.by})")
         if decision.choice == "rollback":
-            await self.recovery.roll_back_or_say(decision.target or self.evaluator.base)
+            try:
+                await self.recovery.roll_back_or_say(decision.target or self.evaluator.base)
+            except PaellaError:
+                # The run stops here: the death's one handoff says where it stands.
+                await self.recovery.write_handoff(ending=f"{exited.describe()} ({ending})")
+                raise
         return None
 
 

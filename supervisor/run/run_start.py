@@ -12,11 +12,10 @@ from paella_tui.supervisor.run.runs import Run
 
 def stop_orphans(run: Run, grace: float) -> str | None:
     """Stop the run's last agent if it still runs, recorded; the notice to show, or None."""
-    started = RunView.load(run).of_kind("agent-started")
-    if not started:
+    last = RunView.load(run).run_state.agent
+    if last is None:
         return None
-    last = started[-1]
-    pid, create_time = last.get("pid"), last.get("create_time")
+    pid, create_time = last.pid, last.create_time
     if not process_alive(pid, create_time):
         return None
     assert isinstance(pid, int)
@@ -24,7 +23,7 @@ def stop_orphans(run: Run, grace: float) -> str | None:
     run.ledger.append(
         "orphan-stopped",
         pid=pid,
-        attempt=last.get("attempt"),
+        attempt=last.attempt,
         processes=[f"{p.pid} {p.name}" for p in stopped],
     )
     return f"stopped agent pid {pid} left running by an earlier paella"

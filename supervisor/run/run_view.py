@@ -14,9 +14,11 @@ import psutil
 from paella_tui.supervisor.agent.usage import Usage
 from paella_tui.supervisor.base.files import read_regular_file
 from paella_tui.supervisor.contract.model import MAX_CONTRACT_BYTES, Contract
-from paella_tui.supervisor.run.ledger import ChainBreak, LedgerRead
+from paella_tui.supervisor.run.ledger import ChainBreak
 from paella_tui.supervisor.run.runs import Run
-from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.run.state import ContractSpec, Phase, RunState
+from paella_tui.supervisor.run.state_store import Folded, StateStore, ledger_iso, snapshot_read
+from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
 
 RUN_STATES = ("running", "retry-wait", "recovering", "stopped", "dead", "done")
 
@@ -36,30 +38,46 @@ def process_alive(pid: int | None, create_time: float | None) -> bool:
 
 @dataclass
 class RunView:
-    """A run as its ledger tells it, with the contract it is held to."""
+    """A run as its ledger tells it (the folded :class:`RunState`), with the contract it is held
+    to and what is alive now."""
 
     run: Run
     contract: Contract | None
-    records: tuple[dict[str, Any], ...]
-    warnings: list[str] = field(default_factory=list)
-    chain_break: ChainBreak | None = None
-    """Where the ledger's hash chain breaks: records from ``chain_break.index`` on are untrusted."""
+    folded: Folded
     verify_mirror: bool = True
     """Whether rollback targets are confirmed with the mirror (off only for a cheap glance)."""
+    _records: tuple[dict[str, Any], ...] | None = field(default=None, repr=False)
     _trusted_refs: set[str] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, run: Run, *, verify_mirror: bool = True) -> RunView:
-        """Read the run's ledger and frozen contract."""
-        read = run.ledger.read()
-        return cls(
-            run=run,
-            contract=run.load_contract(read),
-            records=read.records,
-            warnings=list(read.skipped),
-            chain_break=read.chain_break,
-            verify_mirror=verify_mirror,
-        )
+        """The run's frozen contract and its state, folding only the records new since the
+        state kept beside the ledger."""
+        contract = run.load_contract(run.ledger.read_first())
+        folded = StateStore(run.ledger.path).load(spec=ContractSpec.of(contract))
+        return cls(run=run, contract=contract, folded=folded, verify_mirror=verify_mirror)
+
+    @property
+    def run_state(self) -> RunState:
+        """The run's state, folded from its ledger."""
+        return self.folded.state
+
+    @property
+    def warnings(self) -> list[str]:
+        """Descriptions of ledger lines that could not be used."""
+        return list(self.folded.said)
+
+    @property
+    def chain_break(self) -> ChainBreak | None:
+        """Where the ledger's hash chain breaks: records from ``chain_break.index`` on are untrusted."""
+        return self.folded.chain_break
+
+    @property
+    def records(self) -> tuple[dict[str, Any], ...]:
+        """Every usable ledger record (a whole read: only for what the state does not hold)."""
+        if self._records is None:
+            self._records = self.run.ledger.read().records
+        return self._records
 
     def trusted(self, index: int) -> bool:
         """Whether ``records[index]`` comes before any break of the ledger's hash chain."""
@@ -69,152 +87,84 @@ class RunView:
         """Whether a snapshot may be restored: its record is trusted (before any chain break, and
         agreeing with the mirror on ref, commit and tree where the mirror holds the run)."""
         if self._trusted_refs is None:
+            untrusted = self.run_state.untrusted_refs
+            snapshots = (*self.run_state.checkpoints, *self.run_state.salvage)
             if self.verify_mirror:
                 from paella_tui.supervisor.run.integrity import trusted_snapshot_refs
 
-                read = LedgerRead(self.records, (), self.chain_break)
-                self._trusted_refs = trusted_snapshot_refs(self.run, read)
+                self._trusted_refs = trusted_snapshot_refs(self.run, snapshot_read(self.run_state))
             else:
                 # A glance (the tmux line): the chain alone; a rollback always asks the mirror.
-                self._trusted_refs = {
-                    str(r.get("ref"))
-                    for index, r in enumerate(self.records)
-                    if r.get("kind") in ("checkpoint", "salvage") and self.trusted(index)
-                }
+                self._trusted_refs = {s.ref for s in snapshots if s.ref not in untrusted}
         return record.ref in self._trusted_refs
 
     def of_kind(self, *kinds: str) -> list[dict[str, Any]]:
-        """Ledger records of the given kinds, oldest first."""
+        """Ledger records of the given kinds, oldest first (a whole read of the ledger)."""
         return [r for r in self.records if r.get("kind") in kinds]
 
     @property
     def checkpoints(self) -> list[SnapshotRecord]:
         """Every checkpoint of the run, oldest first."""
-        return [SnapshotRecord.from_ledger(r) for r in self.of_kind("checkpoint")]
+        return list(self.run_state.checkpoints)
 
     @property
     def salvage(self) -> list[SnapshotRecord]:
         """Every salvage snapshot of the run, oldest first."""
-        return [SnapshotRecord.from_ledger(r) for r in self.of_kind("salvage")]
+        return list(self.run_state.salvage)
 
     @property
     def last_green_checkpoint(self) -> SnapshotRecord | None:
-        """The base: the newest green (episode) checkpoint since the run started or the last
-        rollback, or the checkpoint that rollback restored (SPEC 6)."""
-        base: SnapshotRecord | None = None
-        by_ref = {c.ref: c for c in self.checkpoints if self.rollback_target_ok(c)}
-        for record in self.records:
-            kind = record.get("kind")
-            if kind == "checkpoint" and isinstance(record.get("episode"), int):
-                candidate = SnapshotRecord.from_ledger(record)
-                # A checkpoint the ledger cannot vouch for is never the base (a forged record
-                # must not become the state a rollback restores).
-                base = candidate if candidate.ref in by_ref else base
-            elif kind == "rollback-done" and not _is_step_ref(record.get("target_ref")):
-                # A rollback to a step keeps the base it came after (issue 16).
-                restored = by_ref.get(record.get("target_ref", ""))
-                base = (
-                    restored if restored is not None and isinstance(restored.episode, int) else None
-                )
-        return base
+        """The base (the state's rule, SPEC 6) that the mirror vouches for: a forged record never
+        becomes the state a rollback restores; the newest confirmed one before it is the base."""
+        state = self.run_state
+        by_ref = {c.ref: c for c in state.checkpoints}
+        for ref in reversed(state.base_line):
+            record = by_ref.get(ref)
+            if record is not None and self.rollback_target_ok(record):
+                return record
+        return None
 
     def agent(self) -> dict[str, Any]:
         """The newest attempt's agent as the ledger tells it, with liveness checked now."""
-        started = self.of_kind("agent-started")
-        if not started:
-            return {
-                "pid": None,
-                "alive": False,
-                "attempt": 0,
-                "exit_code": None,
-                "signal": None,
-                "cpu_percent": None,
-                "rss_bytes": None,
-                "descendants": None,
-                "started": None,
-                "session_id": None,
-                "usage": None,
-            }
-        last = started[-1]
-        exited = [
-            r for r in self.of_kind("agent-exited") if r.get("attempt") == last.get("attempt")
-        ]
-        stats = [r for r in self.of_kind("agent-stats") if r.get("attempt") == last.get("attempt")]
-        alive = not exited and process_alive(last.get("pid"), last.get("create_time"))
-        end = exited[-1] if exited else {}
-        stat = stats[-1] if stats and alive else {}
+        agent = self.run_state.agent
+        end = self.run_state.last_exit
+        alive = agent is not None and end is None and process_alive(agent.pid, agent.create_time)
         return {
-            "pid": last.get("pid"),
+            "pid": agent.pid if agent else None,
             "alive": alive,
-            "attempt": last.get("attempt", len(started)),
-            "exit_code": end.get("exit_code"),
-            "signal": end.get("signal"),
-            "cpu_percent": stat.get("cpu_percent"),
-            "rss_bytes": stat.get("rss_bytes"),
-            "descendants": stat.get("descendants"),
-            "started": last.get("t"),
+            "attempt": agent.attempt if agent else 0,
+            "exit_code": end.exit_code if end else None,
+            "signal": end.signal if end else None,
+            "cpu_percent": agent.cpu_percent if agent and alive else None,
+            "rss_bytes": agent.rss_bytes if agent and alive else None,
+            "descendants": agent.descendants if agent and alive else None,
+            "started": ledger_iso(agent.started_at) if agent else None,
             "session_id": self.session_id(),
-            "usage": self.usage_json(),
+            "usage": self.usage_json() if agent else None,
         }
 
     def session_id(self) -> str | None:
         """The agent's own session id its stream reported last (what `{session_id}` resumes);
         None when none was, or when paella dropped it (the agent said it no longer exists)."""
-        sessions = self.of_kind("agent-session")
-        return str(sessions[-1]["session_id"] or "") or None if sessions else None
+        return self.run_state.session_id
 
     def usage(self) -> Usage | None:
         """Turns, tokens and cost the agent's stream reported, summed over the attempts; an
         attempt paella did not see end counts with its last sample. None: no stream reported."""
-        per_attempt: dict[object, Usage] = {}
-        for record in self.of_kind("agent-stats", "agent-exited"):
-            if record.get("usage") is not None:
-                per_attempt[record.get("attempt")] = Usage.from_record(record["usage"])
-        if not per_attempt:
-            return None
-        return sum(per_attempt.values(), Usage())
+        return self.run_state.usage
 
     def usage_json(self) -> dict[str, Any] | None:
         """`usage()` as `status --json` gives it."""
         usage = self.usage()
         return None if usage is None else asdict(usage)
 
-    def gate_history(self) -> list[dict[str, Any]]:
-        """The gate-finished records since the last rollback (what counts for regressions)."""
-        history: list[dict[str, Any]] = []
-        for record in self.records:
-            if record.get("kind") == "gate-finished":
-                history.append(record)
-            elif record.get("kind") == "rollback-done":
-                history = []
-        return history
-
     def ever_green(self) -> set[str]:
-        """Gates green on some tree of this run; a rollback restarts this from the restored checkpoint."""
-        green: set[str] = set()
-        by_ref = {c.ref: c for c in self.checkpoints}
-        for record in self.records:
-            kind = record.get("kind")
-            if kind == "gate-finished":
-                if record.get("status") in ("pass", "flaky") and not record.get("stale"):
-                    green.add(record.get("gate", ""))
-            elif kind == "rollback-done":
-                restored = by_ref.get(record.get("target_ref", ""))
-                if restored is None and _is_step_ref(record.get("target_ref")):
-                    restored = self._base_before(record)
-                green = set(restored.gates_green) if restored is not None else set()
-        return green
-
-    def _base_before(self, rollback: dict[str, Any]) -> SnapshotRecord | None:
-        """The base as it stood when ``rollback`` (to a step) was recorded."""
-        index = next(i for i, r in enumerate(self.records) if r is rollback)
-        return RunView(self.run, self.contract, self.records[:index]).last_green_checkpoint
+        """Gates green on some tree since the start or the last rollback."""
+        return {name for name, trees in self.run_state.green_on.items() if trees}
 
     def regressions(self, gates: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         """``status --json``'s ``regressions``: each regressed gate and where it broke."""
-        from paella_tui.supervisor.judge.break_points import breaks_of
-
-        found = breaks_of(self.records)
+        found = self.run_state.breaks
         out = []
         for name, result in gates.items():
             if not result.get("regressed"):
@@ -231,110 +181,58 @@ class RunView:
         return out
 
     def gate_results(self) -> dict[str, dict[str, Any]]:
-        """The latest result of each gate, with whether it was ever green and has regressed."""
+        """The latest result of each gate that has one, with whether it was ever green and
+        whether it is a regression (the state's one rule)."""
+        state = self.run_state
         results: dict[str, dict[str, Any]] = {}
-        # Verdicts by (gate, tree): a rollback restores a tree whose verdicts are already known,
-        # so the gates shown after it are that tree's (or pending), never the abandoned tree's.
-        known: dict[tuple[str, Any], dict[str, Any]] = {}
-        ever_green = self.ever_green()
-        for record in self.of_kind("gate-finished", "gate-started", "rollback-done"):
-            if record["kind"] == "rollback-done":
-                tree = record.get("tree")
-                results = {
-                    name: dict(known[(name, tree)])
-                    if (name, tree) in known
-                    else {
-                        "name": name,
-                        "status": "pending",
-                        "tree": tree,
-                        "duration_s": None,
-                        "running": False,
-                    }
-                    for name in results
-                }
-                continue
-            name = record.get("gate", "")
-            if record["kind"] == "gate-started":
-                prior = results.get(name)
-                if prior is not None and prior["status"] not in ("running", "stale"):
-                    # A re-run keeps the last verdict (counters never drop to 0 meanwhile).
-                    prior["running"] = True
-                    continue
-                results[name] = {
-                    "name": name,
-                    "status": "running",
-                    "tree": record.get("tree"),
-                    "duration_s": None,
-                }
-                continue
-            status = record.get("status", "error")
-            results[name] = {
+        for name, gate in state.gates.items():
+            if gate.status == "pending" and gate.tree is None:
+                continue  # never started
+            result: dict[str, Any] = {
                 "name": name,
-                "status": "stale" if record.get("stale") else status,
-                "tree": record.get("tree"),
-                "duration_s": record.get("duration_s"),
-                "running": False,
+                "status": gate.status,
+                "tree": gate.tree,
+                "duration_s": gate.duration_s,
             }
-            if not record.get("stale"):
-                known[(name, record.get("tree"))] = dict(results[name])
-        for name, result in results.items():
-            result["ever_green"] = name in ever_green
-            result["regressed"] = name in ever_green and result["status"] in (
-                "fail",
-                "timeout",
-                "error",
-            )
+            if gate.status != "running":
+                result["running"] = gate.running
+            result["ever_green"] = state.ever_green(name)
+            result["regressed"] = state.is_regressed(name) and gate.red
+            results[name] = result
         return results
 
     def state(self) -> str:
-        """One of RUN_STATES."""
-        agent = self.agent()
-        last_kind = ""
-        for index, record in enumerate(self.records):
-            if record.get("kind") == "run-done" and not self.trusted(index):
-                continue  # a "done" written after the chain broke proves nothing
-            if record.get("kind") in (
-                "run-done",
-                "run-stopped",
-                "retry-scheduled",
-                "recovery-needed",
-                "agent-started",
-                "agent-exited",
-                "resumed",
-            ):
-                last_kind = record["kind"]
-        if last_kind == "run-done":
+        """One of RUN_STATES: the state's phase, with what is alive now."""
+        phase = self.run_state.phase
+        if phase is Phase.DONE:
             return "done"
-        if last_kind == "run-stopped":
+        if phase is Phase.STOPPED:
             return "stopped"
-        if not self.supervisor()["alive"] and last_kind:
+        if phase is not Phase.STARTING and not self.supervisor()["alive"]:
             # The paella that supervised it is gone (killed, crashed): nothing drives this run.
             return "dead"
-        if agent["alive"]:
+        if self.agent()["alive"]:
             return "running"
-        if last_kind == "retry-scheduled":
+        if phase is Phase.RETRY_WAIT:
             return "retry-wait"
-        if last_kind == "recovery-needed":
+        if phase is Phase.RECOVERING:
             return "recovering"
-        if last_kind in ("agent-started", "resumed"):
+        if phase is Phase.RUNNING:
             return "dead"  # the ledger says it runs, but no such process lives: paella was killed
         return "stopped"
 
     def supervisor(self) -> dict[str, Any]:
         """The paella process that supervises the run now (the newest run or resume), and
         whether it still lives."""
-        pid = None
-        for record in self.of_kind("run-started", "resumed"):
-            pid = record.get("paella_pid") or pid
+        pid = self.run_state.supervisor_pid
         return {"pid": pid, "alive": process_alive(pid, None)}
 
     def to_json(self) -> dict[str, Any]:
         """The ``paella status --json`` object (SPEC 11)."""
-        contract = self.contract
-        started = self.of_kind("run-started")
-        contract_info = started[0].get("contract") if started else None
+        state = self.run_state
+        contract_info = state.contract_info
         changed = False
-        if contract is not None and contract_info:
+        if self.contract is not None and contract_info:
             live = self.run.workspace.root / "paella.toml"
             try:
                 import hashlib
@@ -344,34 +242,25 @@ class RunView:
             except (OSError, ValueError):
                 changed = True
         gates_now = self.gate_results()
-        checkpoints = self.checkpoints
+        complete = state.complete_episodes
         episodes = []
-        current_episode = None
-        if contract is not None:
-            for k, episode in enumerate(contract.episodes, start=1):
-                completing = [c for c in checkpoints if c.episode == k]
-                needed = contract.episode_gates(k)
-                green_now = all(
-                    gates_now.get(g, {}).get("status") in ("pass", "flaky") for g in needed
-                )
-                complete = bool(needed) and green_now
+        gates = []
+        if self.contract is not None:
+            for k, (name, _needed) in enumerate(state.spec.episodes, start=1):
+                checkpoint = state.checkpoint_of_episode(k)
                 episodes.append(
                     {
                         "n": k,
-                        "name": episode.name,
-                        "complete": complete,
-                        "checkpoint": completing[-1].n if completing else None,
+                        "name": name,
+                        "complete": k <= complete,
+                        "checkpoint": checkpoint.n if checkpoint else None,
                     }
                 )
-                if not complete and current_episode is None:
-                    current_episode = k
-        gates = []
-        if contract is not None:
-            for gate in contract.gates:
+            for gate in state.spec.gates:
                 gates.append(
-                    gates_now.get(gate.name)
+                    gates_now.get(gate)
                     or {
-                        "name": gate.name,
+                        "name": gate,
                         "status": "pending",
                         "tree": None,
                         "duration_s": None,
@@ -380,20 +269,10 @@ class RunView:
                     }
                 )
         base = self.last_green_checkpoint
-        drift = [
-            {
-                "kind": r.get("drift"),
-                "gate": r.get("gate"),
-                "path": r.get("path"),
-                "message": r.get("message", ""),
-                "t": r.get("t"),
-            }
-            for r in self.of_kind("drift")
-        ]
-        state = self.state()
+        word = self.state()
         return {
             "run_id": self.run.run_id,
-            "state": state,
+            "state": word,
             "contract": {
                 "path": contract_info.get("path") if contract_info else None,
                 "sha256": contract_info.get("sha256") if contract_info else None,
@@ -401,33 +280,41 @@ class RunView:
             },
             "agent": self.agent(),
             "episodes": episodes,
-            "current_episode": current_episode,
+            "current_episode": state.current_episode if self.contract is not None else None,
             "gates": gates,
-            "checkpoints": [c.to_json() for c in checkpoints],
-            "salvage": [s.to_json() for s in self.salvage],
+            "checkpoints": [c.to_json() for c in state.checkpoints],
+            "salvage": [s.to_json() for s in state.salvage],
             "last_green_checkpoint": base.n if base else None,
-            "drift": drift,
+            "drift": [
+                {
+                    "kind": d.drift,
+                    "gate": d.gate,
+                    "path": d.path,
+                    "message": d.message,
+                    "t": ledger_iso(d.at),
+                }
+                for d in state.drift
+            ],
             "regressions": self.regressions(gates_now),
-            "steps": _steps_summary(self.records),
-            "done": state == "done",
+            "steps": {
+                "count": state.steps.count,
+                "last": state.steps.last,
+                "pruned": state.steps.pruned,
+            },
+            "done": word == "done",
             "supervisor": self.supervisor(),
-            "retry": self.retry(state),
+            "retry": self.retry(word),
         }
 
-    def retry(self, state: str | None = None) -> dict[str, Any] | None:
+    def retry(self, word: str | None = None) -> dict[str, Any] | None:
         """During a wait for the next attempt, until when (epoch seconds) and why; also after a
         run stopped on a far reset (until then `paella resume` waits or refuses). Else None."""
-        state = state or self.state()
-        if state == "retry-wait":
-            scheduled = self.of_kind("retry-scheduled")
-            if scheduled:
-                last = scheduled[-1]
-                return {"until": last.get("resume_at"), "reason": last.get("reason")}
-        if state == "stopped":
-            stopped = self.of_kind("run-stopped")
-            if stopped and stopped[-1].get("resume_after"):
-                last = stopped[-1]
-                return {"until": last.get("resume_after"), "reason": last.get("reason")}
+        word = word or self.state()
+        state = self.run_state
+        if word == "retry-wait" and state.retry is not None:
+            return {"until": state.retry.until, "reason": state.retry.reason}
+        if word == "stopped" and state.stop is not None and state.stop.until:
+            return {"until": state.stop.until, "reason": state.stop.reason}
         return None
 
 
@@ -449,17 +336,3 @@ def _broke_at(point: Any) -> dict[str, Any] | None:
         "runs": point.runs,
         "headline": point.headline(),
     }
-
-
-def _steps_summary(records: tuple[dict[str, Any], ...]) -> dict[str, Any]:
-    """How many steps the run kept, the newest, and whether their refs were pruned."""
-    count, last = 0, None
-    pruned = False
-    for record in records:
-        kind = record.get("kind")
-        if kind == "step":
-            count += 1
-            last = record.get("n")
-        elif kind == "steps-pruned":
-            pruned = True
-    return {"count": count, "last": last, "pruned": pruned}

@@ -13,8 +13,7 @@ import contextlib
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from paella_tui.supervisor.base.errors import GitError, UsageError, WorkspaceError
 from paella_tui.supervisor.base.files import ensure_dir
@@ -22,88 +21,18 @@ from paella_tui.supervisor.run.ledger import utc_now
 from paella_tui.supervisor.run.runs import Run, save_to_mirror
 from paella_tui.supervisor.store.gitcli import Git
 from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
-
-Kind = Literal["checkpoints", "salvage", "steps"]
-"""What a snapshot ref holds; steps (:mod:`paella_tui.supervisor.store.steps`) are rollback targets too."""
-
-
-@dataclass(frozen=True)
-class SnapshotRecord:
-    """A checkpoint or salvage snapshot as the ledger and ``status --json`` hold it."""
-
-    kind: Kind
-    n: int
-    ref: str
-    commit: str
-    tree: str
-    head: str | None
-    branch: str | None
-    t: str
-    episode: int | str | None = None
-    """The episode number this checkpoint completes, ``"manual"``, or None (salvage)."""
-    gates_green: tuple[str, ...] = ()
-    label: str = ""
-    reason: str = ""
-    skipped_files: tuple[dict[str, Any], ...] = ()
-    uncovered: tuple[str, ...] = field(default=())
-    index: str | None = None
-    """Salvage only: a commit of the user's index when it held staged changes (its 2nd parent)."""
-
-    @property
-    def name(self) -> str:
-        """How a person names it on the command line: ``3`` or ``salvage:2``."""
-        if self.kind == "steps":
-            return f"step:{self.n}"
-        return str(self.n) if self.kind == "checkpoints" else f"salvage:{self.n}"
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``status --json`` shape of this record."""
-        data: dict[str, Any] = {
-            "n": self.n,
-            "ref": self.ref,
-            "commit": self.commit,
-            "tree": self.tree,
-            "head": self.head,
-            "branch": self.branch,
-        }
-        if self.kind == "checkpoints":
-            data.update(episode=self.episode, gates_green=list(self.gates_green), label=self.label)
-        else:
-            data.update(reason=self.reason)
-            if self.index:
-                data.update(index=self.index)
-        data.update(
-            skipped_files=list(self.skipped_files), uncovered=list(self.uncovered), t=self.t
-        )
-        return data
-
-    @classmethod
-    def from_ledger(cls, record: dict[str, Any]) -> SnapshotRecord:
-        """Rebuild a record from its ledger line (``checkpoint`` or ``salvage`` kind)."""
-        kind: Kind = "checkpoints" if record["kind"] == "checkpoint" else "salvage"
-        return cls(
-            kind=kind,
-            n=int(record["n"]),
-            ref=record["ref"],
-            commit=record["commit"],
-            tree=record["tree"],
-            head=record.get("head"),
-            branch=record.get("branch"),
-            t=record["t"],
-            episode=record.get("episode"),
-            gates_green=tuple(record.get("gates_green") or ()),
-            label=record.get("label", ""),
-            reason=record.get("reason", ""),
-            skipped_files=tuple(record.get("skipped_files") or ()),
-            uncovered=tuple(record.get("uncovered") or ()),
-            index=record.get("index"),
-        )
+from paella_tui.supervisor.store.snapshot_record import Kind as Kind
+from paella_tui.supervisor.store.snapshot_record import SnapshotRecord as SnapshotRecord
 
 
 def records(run: Run, kind: Kind) -> list[SnapshotRecord]:
-    """The run's checkpoints (or salvage snapshots), in order."""
-    ledger_kind = "checkpoint" if kind == "checkpoints" else "salvage"
-    return [SnapshotRecord.from_ledger(r) for r in run.ledger.read().of_kind(ledger_kind)]
+    """The run's checkpoints (or salvage snapshots), in order: from the run's folded state, so
+    that only the records written since it was kept are read."""
+    # Imported here: the run state folds these records (a module-level import would be a cycle).
+    from paella_tui.supervisor.run.state_store import StateStore
+
+    state = StateStore(run.ledger.path).load().state
+    return list(state.checkpoints if kind == "checkpoints" else state.salvage)
 
 
 def find(run: Run, name: str) -> SnapshotRecord:
@@ -121,10 +50,11 @@ def find(run: Run, name: str) -> SnapshotRecord:
             hint="use a checkpoint number (3) or salvage:N (salvage:1)",
         )
     wanted = int(text)
-    for record in records(run, kind):
+    known = records(run, kind)
+    for record in known:
         if record.n == wanted:
             return record
-    have = ", ".join(r.name for r in records(run, kind)) or "none"
+    have = ", ".join(r.name for r in known) or "none"
     what = "checkpoint" if kind == "checkpoints" else "salvage snapshot"
     raise UsageError(
         f"run {run.run_id} has no {what} {wanted}",

@@ -20,7 +20,7 @@ import signal
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from paella_tui.supervisor.base.errors import GitError, WorkspaceError
 from paella_tui.supervisor.run.runs import Run
@@ -90,21 +90,18 @@ def _kill_point(step: str) -> None:
 
 
 def interrupted_rollback(run: Run) -> InterruptedRollback | None:
-    """The newest rollback of this run that recorded its intent but never its end, if any."""
-    pending: dict[str, dict[str, Any]] = {}
-    for record in run.ledger.read().of_kind("rollback-intent", "rollback-done", "rollback-failed"):
-        if record["kind"] == "rollback-intent":
-            pending = {record["id"]: record}  # a newer rollback supersedes an older interrupted one
-        else:
-            pending.pop(record.get("id", ""), None)
-    if not pending:
+    """The newest rollback of this run that recorded its intent but never its end, if any (the
+    run state's fold: a newer rollback supersedes an older interrupted one)."""
+    from paella_tui.supervisor.run.state_store import StateStore, ledger_iso
+
+    intent = StateStore(run.ledger.path).load().state.pending_rollback
+    if intent is None:
         return None
-    intent = next(iter(pending.values()))
     return InterruptedRollback(
-        target=intent["target"],
-        salvage_name=f"salvage:{intent['salvage']}",
-        salvage_ref=intent["salvage_ref"],
-        t=intent["t"],
+        target=str(intent.get("target")),
+        salvage_name=f"salvage:{intent.get('salvage')}",
+        salvage_ref=str(intent.get("salvage_ref")),
+        t=ledger_iso(float(intent.get("t") or 0.0)),
     )
 
 
