@@ -53,8 +53,14 @@ GUARD = (
 
 
 def plan() -> list[Step]:
-    """30 changes, one file each, each kept as a step before the next; core.txt breaks at 17."""
-    steps: list[Step] = []
+    """30 changes, one file each, each kept as a step before the next; core.txt breaks at 17.
+
+    The agent starts once the start tree is a green checkpoint: the break is judged against the
+    gates green at the base. Writing at once raced the first evaluation (a tree that moves while
+    its gates run gets no verdict), and every later one, since each write follows a step noted
+    as an evaluation starts: about one run in three then had no base at all.
+    """
+    steps: list[Step] = [["wait_ledger", "checkpoint", 1, 60]]
     for k in range(1, STEPS + 1):
         if k == BREAK:
             steps.append(["write_atomic", "core.txt", "def ingest(event):\n    store(event)\n"])
