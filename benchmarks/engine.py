@@ -233,7 +233,7 @@ class Recorder:
         self.events: list[tuple[float, Event]] = []
         self.arrived = asyncio.Event()
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: Event, _state: object = None) -> None:
         self.events.append((time.time(), event))
         self.arrived.set()
 

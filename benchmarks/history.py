@@ -149,7 +149,7 @@ def seed_seconds(run: Run, snapshotter: Snapshotter) -> float:
             run=run,
             contract=contract,
             snapshotter=snapshotter,
-            emit=lambda e: None,
+            emit=lambda _e, _s: None,
             history=history,
         )
         elapsed = time.perf_counter() - start

@@ -291,7 +291,9 @@ def part_status(folder: Path, steps: int, repeat: int) -> list[tuple[str, list[f
             view = RunView.load(run)
             assert view.contract is not None
             RunBoard(contract=view.contract, run_id=run.run_id).seed(view)
-            RunLoop(run=run, contract=view.contract, emit=lambda _e: None, decide=policy("stop"))
+            RunLoop(
+                run=run, contract=view.contract, emit=lambda _e, _s: None, decide=policy("stop")
+            )
             samples.setdefault(label, []).append(time.perf_counter() - started)
 
         return measure

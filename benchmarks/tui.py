@@ -261,9 +261,9 @@ class EventTimes:
         self.events: list[tuple[float, str]] = []
         original = app.feed
 
-        def feed(event: Any) -> None:
+        def feed(event: Any, state: Any = None) -> None:
             self.events.append((time.time(), type(event).__name__))
-            original(event)
+            original(event, state)
 
         app.feed = feed
 

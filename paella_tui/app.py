@@ -48,6 +48,7 @@ from paella_tui.supervisor.run.events import (
 from paella_tui.supervisor.run.run_loop import EXIT_NOT_DONE, RunLoop
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.run.state import RunState
 
 EXIT_INTERRUPTED = 130
 TICK_S = 1.0
@@ -240,23 +241,22 @@ class PaellaApp(RunKeys):
 
     # --- events from the engine ----------------------------------------------------------------
 
-    def feed(self, event: Event) -> None:
-        """The run loop's ``emit``: fold ``event`` into the board, redraw, ring what is loud."""
+    def feed(self, event: Event, state: RunState | None = None) -> None:
+        """The run loop's consumer: show ``event`` with the run's ``state`` after it (the loop
+        folded it first); redraw, ring what is loud. Without a state (a command's own event, `g`
+        after the loop ended) the board folds the event by the same rules."""
         if threading.get_ident() != self._loop_thread and self._event_loop is not None:
             # The engine's contract is the event loop's thread; be safe if it ever is not.
-            self._event_loop.call_soon_threadsafe(self.feed, event)
+            self._event_loop.call_soon_threadsafe(self.feed, event, state)
             return
         try:
-            self._feed(event)
+            self._feed(event, state)
         except Exception as err:  # the engine must never die of a display problem
             with contextlib.suppress(Exception):
                 self.notify(f"display error: {err!r}", severity="error")
 
-    def _feed(self, event: Event) -> None:
-        # The run loop's state while it runs (it folded the event's record first); else (`g`
-        # after a stop) the board folds the event by the same rules.
-        live = self.run_loop is not None and self.engine_live
-        self.board.apply(event, self.run_loop.run_state if live and self.run_loop else None)
+    def _feed(self, event: Event, state: RunState | None) -> None:
+        self.board.apply(event, state)
         if isinstance(event, RecoveryNeeded):
             self._ask(event.facts)
         if isinstance(event, AgentExited):

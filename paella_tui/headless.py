@@ -11,21 +11,25 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from paella_tui.event_text import describe
 from paella_tui.supervisor.run.events import Event
+
+if TYPE_CHECKING:
+    from paella_tui.supervisor.run.state import RunState
 
 describe_event = describe
 """The line for an event (:func:`paella_tui.event_text.describe`, shared with ``paella log``)."""
 
 
-def printer(stream: TextIO | None = None) -> Callable[[Event], None]:
-    """An event consumer that prints each event's line with its local time."""
+def printer(stream: TextIO | None = None) -> Callable[[Event, RunState | None], None]:
+    """An event consumer that prints each event's line with its local time (a line is the
+    event's alone: the state the loop hands beside it is not needed to say what happened)."""
 
     closed = False
 
-    def emit(event: Event) -> None:
+    def emit(event: Event, state: RunState | None = None) -> None:
         nonlocal closed
         line = describe_event(event)
         if line is None or closed:

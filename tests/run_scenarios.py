@@ -151,6 +151,42 @@ def section(markdown: str, title: str) -> str:
     return match.group(1)
 
 
+class Recorder(list[Any]):
+    """A run loop's consumer for tests: the events (it is their list) and, beside each, the run
+    state the loop handed with it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.states: list[Any] = []
+
+    def __call__(self, event: Any, state: Any) -> None:
+        self.append(event)
+        self.states.append(state)
+
+
+def assert_handed_states_took_in(recorder: Recorder) -> None:
+    """Each state the loop handed a consumer has taken in the event it came with (issue 14: the
+    loop updates the state before anything else): a consumer never folds, and never shows a
+    state behind the event it was given."""
+    from paella_tui.supervisor.run.events import AgentStarted, CheckpointTaken, EvaluationFinished
+
+    folded = 0
+    for event, state in zip(recorder, recorder.states, strict=True):
+        assert state.folded >= folded, f"the state went back ({folded} → {state.folded}) with {event!r}"
+        folded = state.folded
+        if isinstance(event, AgentStarted):
+            assert state.attempt == event.attempt, event
+        elif isinstance(event, CheckpointTaken):
+            assert event.record_.n in {c.n for c in state.checkpoints}, event
+        elif isinstance(event, EvaluationFinished) and not event.stale:
+            for result in event.results:
+                gate = state.gates.get(result.gate)
+                assert gate is not None and (gate.status, gate.tree) == (
+                    result.status,
+                    result.tree,
+                ), (event, gate)
+
+
 def assert_one_truth(run: Any, contract: Any, live: Any, events: list[Any] = ()) -> None:  # type: ignore[assignment]
     """The run's state is one truth (issue 14): folding the ledger from disk, fresh or caught up
     from the state kept beside it, gives exactly the live state, and the TUI board, ``status
@@ -201,6 +237,8 @@ def assert_one_truth(run: Any, contract: Any, live: Any, events: list[Any] = ())
     fed_base = fed.base.n if fed.base else None
     board_base = board.base.n if board.base else None
     assert status["last_green_checkpoint"] == board_base == base == fed_base
+    if isinstance(events, Recorder):
+        assert_handed_states_took_in(events)
 
 
 def _state_diff(a: Any, b: Any) -> str:

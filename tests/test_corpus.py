@@ -202,7 +202,9 @@ def _replay_run(
     loaded = load_contract(repo / "paella.toml")
     run = RunStore(Workspace.find(repo)).create(loaded, manual=False)
     events: list[Any] = []
-    loop = RunLoop(run=run, contract=loaded, emit=events.append, decide=policy("continue"))
+    loop = RunLoop(
+        run=run, contract=loaded, emit=lambda e, _s: events.append(e), decide=policy("continue")
+    )
     code = asyncio.run(asyncio.wait_for(loop.run(), 60))
     return code, events, run
 

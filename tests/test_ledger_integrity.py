@@ -269,7 +269,7 @@ def read_everything(run: Run) -> None:
     assert text
     contract = run.load_contract()
     if contract is not None:
-        RunLoop(run=run, contract=contract, emit=lambda e: None, decide=policy("stop"))
+        RunLoop(run=run, contract=contract, emit=lambda _e, _s: None, decide=policy("stop"))
     for argv in (
         ["status"],
         ["status", "--json"],

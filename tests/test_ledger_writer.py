@@ -183,7 +183,7 @@ gates = ["done"]
 
     async def supervise() -> int:
         loop_thread.append(threading.get_ident())
-        loop = RunLoop(run=run, contract=contract, emit=lambda _e: None, decide=policy("stop"))
+        loop = RunLoop(run=run, contract=contract, emit=lambda _e, _s: None, decide=policy("stop"))
         return await asyncio.wait_for(loop.run(), 120)
 
     assert asyncio.run(supervise()) == 0

@@ -91,7 +91,7 @@ class ProfileRun:
             run=self.run, contract=self.contract, emit=self._emit, decide=policy(on_death)
         )
 
-    def _emit(self, event: Event) -> None:
+    def _emit(self, event: Event, _state: object) -> None:
         self.events.append(event)
         if isinstance(event, RetryScheduled):
             # The wait itself is the retry tests' business: here its length is checked, and
@@ -238,7 +238,7 @@ def test_a_session_id_survives_a_restart_of_paella(
     again = RunLoop(
         run=run.run,
         contract=run.contract,
-        emit=run.events.append,
+        emit=lambda event, _state: run.events.append(event),
         decide=policy("stop"),
         resume=True,
     )

@@ -48,7 +48,9 @@ gates = ["done"]
     contract = parse_contract(text, repo / "paella.toml", default_name="repo")
     run = RunStore(Workspace.find(repo)).create(contract, manual=False)
     events: list[Event] = []
-    loop = RunLoop(run=run, contract=contract, emit=events.append, decide=policy("continue"))
+    loop = RunLoop(
+        run=run, contract=contract, emit=lambda e, _s: events.append(e), decide=policy("continue")
+    )
     assert asyncio.run(loop.run()) == 0
     return [json.loads(line) for line in argv_log.read_text().splitlines()]
 

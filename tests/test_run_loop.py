@@ -27,6 +27,7 @@ from run_scenarios import (
     ABC_GATES,
     AGENT,
     PlannedRepo,
+    Recorder,
     Step,
     assert_one_truth,
     children_killed_after,
@@ -117,14 +118,14 @@ class Scenario(PlannedRepo):
         self.contract: Contract = load_contract(repo / "paella.toml")
         self.workspace = Workspace.find(repo)
         self.run: Run = RunStore(self.workspace).create(self.contract, manual=False)
-        self.events: list[Event] = []
+        self.events = Recorder()
         self.loop: RunLoop | None = None
 
     def make_loop(self, decide: Decide, *, stop_grace: float = 2.0) -> RunLoop:
         self.loop = RunLoop(
             run=self.run,
             contract=self.contract,
-            emit=self.events.append,
+            emit=self.events,
             decide=decide,
             stop_grace=stop_grace,
         )

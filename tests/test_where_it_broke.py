@@ -113,7 +113,7 @@ class Story:
         loop = RunLoop(
             run=self.run,
             contract=self.contract,
-            emit=self.events.append,
+            emit=lambda event, _state: self.events.append(event),
             decide=self.decide,
             stop_grace=2.0,
         )

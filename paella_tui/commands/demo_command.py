@@ -19,11 +19,15 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from paella_tui.commands.context import warn
 from paella_tui.supervisor.base.errors import UsageError
 from paella_tui.supervisor.run.events import AgentExited, CheckpointTaken, Event, RolledBack
 from paella_tui.supervisor.run.runs import Run
+
+if TYPE_CHECKING:
+    from paella_tui.supervisor.run.state import RunState
 
 EXIT_INTERRUPTED = 130
 
@@ -72,12 +76,12 @@ OPENING = (
 class Narrator:
     """Wraps the headless printer: each act's line of narration, in its place in the story."""
 
-    emit: Callable[[Event], None]
+    emit: Callable[[Event, RunState | None], None]
     say: Callable[[str], None]
     _pending: list[Act] = field(init=False, default_factory=lambda: list(ACTS))
     _ended: int = field(init=False, default=0)
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: Event, state: RunState | None = None) -> None:
         """Print ``event`` (through the wrapped printer) with any act it begins or ends."""
         due = [act for act in self._pending if act.fires(event, self._ended)]
         for act in due:
@@ -85,7 +89,7 @@ class Narrator:
         for act in due:
             if not act.after:
                 self.say(act.text)
-        self.emit(event)
+        self.emit(event, state)
         for act in due:
             if act.after:
                 self.say(act.text)

@@ -43,11 +43,19 @@ class LiveState:
         """The state with every record handed over so far."""
         return self._state
 
-    def handed(self, pending: Pending | None) -> None:
-        """Take in the newest record handed to the writer (None: an event with no record)."""
+    def before_handing(self) -> None:
+        """Called before the next record is handed to the writer: once the writer has settled
+        every record folded in memory, fold the file instead (with what others wrote there).
+
+        Before, not after: a catch-up waits for whatever this process handed the writer, so
+        after the hand-over it would wait for the new record's fsync on the event loop, and
+        read it from the file as well as fold it in memory (one record counted twice)."""
         if all(p.settled for p in self._unsettled):
             self._unsettled.clear()
             self._catch_up()
+
+    def handed(self, pending: Pending | None) -> None:
+        """Take in the newest record handed to the writer (None: an event with no record)."""
         if pending is not None and pending.record is not None:
             record = dict(pending.record)  # the writer adds its chain link meanwhile
             trusted = self._folded.chain_break is None

@@ -65,6 +65,13 @@ WATCH_READY_S = 10.0
 """How long the first attempt waits for the workspace watches to be set up, at most."""
 
 
+Consumer = Callable[[Event, RunState], None]
+"""Whoever shows a run (the TUI, the headless printer): each event, with the run's state after it.
+
+The loop folds the event's record into its state before anything else, so a consumer never
+folds events itself and never reads a state that has not yet taken in the event it is given."""
+
+
 class LoopParts:
     """A run loop's parts and commands (the flow is :class:`RunLoop`'s)."""
 
@@ -73,7 +80,7 @@ class LoopParts:
         *,
         run: Run,
         contract: Contract,
-        emit: Callable[[Event], None],
+        emit: Consumer,
         decide: Decide | None = None,
         resume: bool = False,
         stop_grace: float = 10.0,
@@ -173,10 +180,12 @@ class LoopParts:
     # --- events -------------------------------------------------------------------------
 
     def emit(self, event: Event) -> None:
-        """Persist ``event`` to the ledger (if it has a kind), then hand it to the consumer."""
+        """Persist ``event`` to the ledger (if it has a kind), fold it into the run's state, then
+        hand the consumer the event and that state."""
         if isinstance(event, EvaluationStarted):
             self.recovery.evaluating_tree = event.tree
         pending = None
+        self._live.before_handing()
         if event.kind is not None:
             # Written by the ledger's own thread, in order: the event loop never waits on fsync.
             pending = self.run_.ledger.append_soon(event.kind, **event.record())
@@ -184,7 +193,7 @@ class LoopParts:
         self._live.handed(pending)
         self.breaks.observe(event)
         self.drift.observe(event)
-        self._consumer(event)
+        self._consumer(event, self._live.state)
         if isinstance(event, RunDone | RunStopped | CheckpointTaken | RolledBack | RecoveryChosen):
             # Kept outside the repository too, in the background and after the news is out:
             # the verdict or the checkpoint is shown at once (the command waits for the copy
@@ -348,7 +357,7 @@ class LoopParts:
             event = await asyncio.to_thread(self.attempts.stats)
             if event is None:
                 continue
-            self._consumer(event)
+            self._consumer(event, self._live.state)
             if time.monotonic() - last_persist >= STATS_PERSIST_EVERY_S:
                 last_persist = time.monotonic()
                 self.run_.ledger.append_soon("agent-stats", **event.record())

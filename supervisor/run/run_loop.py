@@ -72,7 +72,7 @@ class RunLoop(LoopParts):
         """Supervise until done (0), stopped or out of choices (1), or the agent cannot start (2)."""
         orphan_note = await asyncio.to_thread(stop_orphans, self.run_, self._stop_grace)
         if orphan_note:
-            self._consumer(Notice(message=orphan_note, level="warning"))
+            self._consumer(Notice(message=orphan_note, level="warning"), self.run_state)
         await self.drift.integrity()
         start_tree = await asyncio.to_thread(run_start_tree, self.run_, self.recovery.snapshot_tree)
         self.recovery.start_tree = start_tree
