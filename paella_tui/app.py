@@ -106,7 +106,7 @@ class PaellaApp(RunKeys):
         self._recovery_screen: RecoveryScreen | None = None
         self._verdict_since_exit: EvaluationFinished | None = None
         """The newest verdict since the agent last exited: the final tree's, when the recovery
-        screen opens after it came (a cached verdict takes milliseconds)."""
+        screen opens after it came (a cached verdict takes milliseconds) and judged its tree."""
         self._quitting = False
         self._asking_to_quit = False
         self._signal_code: int | None = None
@@ -267,9 +267,10 @@ class PaellaApp(RunKeys):
             return
         recovery = self._recovery_screen
         if isinstance(event, EvaluationFinished) and not event.stale and recovery is not None:
-            # The first verdict after the death is the final tree's (the screen may have opened
-            # while it was still running).
-            self.call_later(recovery.final_gates, event.results, set(self.board.regressed))
+            # The final tree's verdict (the screen may have opened while it was still running).
+            # A verdict on another tree is not it: a pass that snapshotted before the death can
+            # finish after it.
+            self.call_later(recovery.final_gates, event, set(self.board.regressed))
         if isinstance(event, BisectFinished) and recovery is not None:
             self.call_later(recovery.bisected, event.point, event.before_break)
         alert = alert_for(event)
@@ -345,7 +346,7 @@ class PaellaApp(RunKeys):
         verdict = self._verdict_since_exit
         if not facts.gates_final and verdict is not None:
             # The verdict came before the screen: take it in now, as if it came after.
-            self.call_later(screen.final_gates, verdict.results, set(self.board.regressed))
+            self.call_later(screen.final_gates, verdict, set(self.board.regressed))
 
     async def _review(self, change: ProtectedChange) -> ReviewChoice:
         """The run loop's ``review``: the protected-files screen (``later`` under a policy)."""
@@ -460,6 +461,12 @@ class PaellaApp(RunKeys):
             self._stop_and_exit(f"paella received {name}")
         else:
             self._stop_and_exit(name)
+
+    async def engine_ended(self) -> None:
+        """Return once no run loop is running (at once when none is)."""
+        task = self._engine_task
+        if task is not None and not task.done():
+            await asyncio.wait({task})
 
     async def settle_engine(self, reason: str = "paella ended") -> None:
         """After the App ended, however it did: end the run loop through its own stop."""

@@ -25,7 +25,12 @@ from paella_tui.diff_screen import DiffScreen
 from paella_tui.picker_screen import PickerScreen
 from paella_tui.supervisor.base.errors import PaellaError
 from paella_tui.supervisor.run.decisions import Decision
-from paella_tui.supervisor.run.events import RED, BreakPoint, GateResult, RecoveryFacts
+from paella_tui.supervisor.run.events import (
+    RED,
+    BreakPoint,
+    EvaluationFinished,
+    RecoveryFacts,
+)
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store import steps
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
@@ -144,15 +149,17 @@ class RecoveryScreen(Screen[Decision]):
         choices = self.query_one("#recovery-choices", OptionList)
         choices.highlighted = choices.get_option_index(self.facts.default)
 
-    async def final_gates(self, results: tuple[GateResult, ...], regressed: Iterable[str]) -> None:
-        """The gates finished on the final tree after the screen opened: show their verdict.
+    async def final_gates(self, verdict: EvaluationFinished, regressed: Iterable[str]) -> None:
+        """The gates finished on the final tree after the screen opened: show their verdict
+        (a verdict on another tree is ignored).
 
         ``regressed`` is the run state's (the one rule); the default follows from it, as the
         engine would have said had it waited: a person reading the screen a minute later must
         not read "still running".
         """
-        if self.facts.gates_final:
+        if self.facts.gates_final or verdict.tree != self.facts.tree:
             return
+        results = verdict.results
         now_regressed = set(regressed)
         regressions = tuple(r.gate for r in results if r.status in RED and r.gate in now_regressed)
         default: Literal["rollback", "continue"] = (

@@ -49,6 +49,10 @@ class RunHost(Protocol):
         """Show an engine event."""
         ...
 
+    async def engine_ended(self) -> None:
+        """Return once no run loop is running (at once when none is)."""
+        ...
+
     def start_engine(self, *, resume: bool) -> None:
         """Start a run loop."""
         ...
@@ -72,12 +76,25 @@ class RunCommands:
             thread=callable(work),
         )
 
+    def _live_loop(self) -> RunLoop | None:
+        """The run loop while its flow runs; None once it stopped or is done (it may still be
+        tidying up: the keys then work as after a stop, once it has ended)."""
+        loop = self.host.run_loop
+        if loop is None or not self.host.engine_live or loop.state in ("done", "stopped"):
+            return None
+        return loop
+
+    async def _after_the_loop(self, work: Callable[[], None]) -> None:
+        """``work`` (blocking) once the run loop has ended, in a thread."""
+        await self.host.engine_ended()
+        await asyncio.to_thread(work)
+
     # --- g ---------------------------------------------------------------------------------------
 
     def run_gates(self) -> None:
         """Judge every gate on the current tree now (and resume a watcher paused by flapping)."""
-        loop = self.host.run_loop
-        if loop is None or not self.host.engine_live:
+        loop = self._live_loop()
+        if loop is None:
             # No agent runs: judge the tree here, as `paella gates` does (no checkpoint).
             if self.host.run_ is None:
                 self.app.notify("no run", severity="warning")
@@ -91,6 +108,7 @@ class RunCommands:
         """Every gate once on the tree as it is, recorded in the run's ledger and shown."""
         run = self.host.run_
         assert run is not None
+        await self.host.engine_ended()
         view = await asyncio.to_thread(RunView.load, run)
         await judge_once(run, self.host.contract, self.host.feed, view)
 
@@ -101,11 +119,12 @@ class RunCommands:
         if self.host.run_ is None:
             self.app.notify("no run to checkpoint", severity="warning")
             return
-        loop = self.host.run_loop
-        if loop is not None and self.host.engine_live:
+        loop = self._live_loop()
+        if loop is not None:
             self._work(loop.manual_checkpoint("manual checkpoint"), "checkpoint", "the checkpoint")
         else:
-            self._work(self._checkpoint_offline, "checkpoint", "the checkpoint")
+            work = self._after_the_loop(self._checkpoint_offline)
+            self._work(work, "checkpoint", "the checkpoint")
         self.app.notify("taking a checkpoint…", timeout=3)
 
     def _checkpoint_offline(self) -> None:
@@ -127,7 +146,7 @@ class RunCommands:
         if record is None:
             return
         running = self.host.agent_alive
-        if self.host.engine_live and not running:
+        if self._live_loop() is not None and not running:
             self.app.notify(
                 "the run is between attempts: roll back from the recovery screen, or stop first",
                 severity="warning",
@@ -147,13 +166,14 @@ class RunCommands:
         self.app.push_screen(ConfirmScreen(question, yes="Roll back"), answered)
 
     def _roll_back(self, record: SnapshotRecord) -> None:
-        loop = self.host.run_loop
+        loop = self._live_loop()
         what = f"the rollback to {record.name}"
-        if loop is not None and self.host.engine_live:
+        if loop is not None:
             # The loop stops the agent; its end goes through recovery with this choice made.
             self._work(loop.roll_back_to(record), "rollback", what)
         else:
-            self._work(lambda: self._roll_back_offline(record), "rollback", what)
+            work = self._after_the_loop(lambda: self._roll_back_offline(record))
+            self._work(work, "rollback", what)
 
     def _roll_back_offline(self, record: SnapshotRecord) -> None:
         """After a stop (no loop): the engine's rollback, salvaging first."""
@@ -185,7 +205,7 @@ class RunCommands:
         run = host.run_
         if run is None:
             return
-        if host.engine_live:
+        if self._live_loop() is not None:
             if host.board.state == "retry-wait" and host.run_loop is not None:
                 host.run_loop.skip_wait()
                 say("retrying now", timeout=3)
@@ -197,6 +217,7 @@ class RunCommands:
             return
 
         async def resume() -> None:
+            await host.engine_ended()  # a stopped loop may still be tidying up
             # Recorded like `paella resume`: another paella can tell this run is supervised.
             await asyncio.to_thread(run.ledger.append, "resumed", paella_pid=os.getpid())
             host.start_engine(resume=True)

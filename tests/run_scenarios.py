@@ -172,7 +172,9 @@ def assert_handed_states_took_in(recorder: Recorder) -> None:
 
     folded = 0
     for event, state in zip(recorder, recorder.states, strict=True):
-        assert state.folded >= folded, f"the state went back ({folded} → {state.folded}) with {event!r}"
+        assert state.folded >= folded, (
+            f"the state went back ({folded} → {state.folded}) with {event!r}"
+        )
         folded = state.folded
         if isinstance(event, AgentStarted):
             assert state.attempt == event.attempt, event

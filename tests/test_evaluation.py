@@ -549,3 +549,24 @@ def test_the_seed_folds_like_the_list_reference(
         for g, s, t in history
     ]
     assert said == news
+
+
+async def test_an_evaluation_asked_while_another_runs_tells_the_tree_it_judges(
+    make_harness: HarnessFactory, repo: Path, tmp_path: Path
+) -> None:
+    """The final evaluation after an exit names its own tree, not that of a pass that took its
+    snapshot before and is still running (the recovery describes the tree the verdict is on)."""
+    go = tmp_path / "go"
+    wait = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)"
+    h = make_harness([{"name": "slow", "cmd": py(wait), "timeout": "30s"}])
+    h.evaluator.request("a change")
+    first = await h.wait_for(EvaluationStarted)
+    (repo / "new.txt").write_text("after the snapshot\n")
+    seen: list[str] = []
+    final = asyncio.ensure_future(h.evaluator.evaluate("agent exited", on_tree=seen.append))
+    await asyncio.sleep(0.3)
+    assert seen == [], "told the running pass's tree"
+    go.write_text("go")
+    finished = await asyncio.wait_for(final, 30)
+    assert seen == [finished.tree] and finished.tree != first.tree
+    assert h.of(EvaluationStarted)[-1].tree == finished.tree

@@ -504,9 +504,13 @@ async def test_the_recovery_screen_takes_in_the_final_gates_when_they_finish(rep
     # may already be known, and the screen would rightly open with the gates final.
     write_contract(repo, {1: "write a.txt; wait-ledger checkpoint; rm a.txt; write b.txt; exit 3"})
     contract = repo / "paella.toml"
-    # Gate a takes 1.5 s: the recovery (within 250 ms of the death) cannot wait for it.
+    # On the final tree (b.txt there), gate a waits for the test's go: the recovery cannot wait
+    # for it. (A gate that slept instead raced a loaded machine, where the agent's exit after
+    # its last write can take longer than the sleep.)
+    go = repo.parent / "go"
+    held = f"if [ -f b.txt ]; then while [ ! -f {go} ]; do sleep 0.05; done; fi; test -f a.txt"
     contract.write_text(
-        contract.read_text().replace('"test -f a.txt"', '"sh -c \\"sleep 1.5; test -f a.txt\\""')
+        contract.read_text().replace('"test -f a.txt"', json.dumps(["sh", "-c", held]))
     )
     run = new_run(repo)
     app = make_app(run)
@@ -514,11 +518,12 @@ async def test_the_recovery_screen_takes_in_the_final_gates_when_they_finish(rep
         await until(pilot, lambda: isinstance(app.screen, RecoveryScreen), "the recovery screen")
         screen = app.screen
         assert isinstance(screen, RecoveryScreen)
-        assert not screen.facts.gates_final  # opened 1.5 s before the gate can answer
+        assert not screen.facts.gates_final  # opened while the gate waits for the go
         await until(
             pilot, lambda: "still running on the final tree" in screen_text(app), "the facts"
         )
         assert "Default: resume" in screen_text(app)  # no regression is known yet
+        go.write_text("go")
         await until(
             pilot,
             lambda: "REGRESSED" in screen_text(app) and "still running" not in screen_text(app),

@@ -26,7 +26,7 @@ from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.contract.model import CONTRACT_FILE
 from paella_tui.supervisor.run.decisions import Decision
-from paella_tui.supervisor.run.events import Ending, GateResult, RecoveryFacts
+from paella_tui.supervisor.run.events import Ending, EvaluationFinished, GateResult, RecoveryFacts
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
 from paella_tui.supervisor.store.rollback import rollback
@@ -240,7 +240,9 @@ class TestRecoveryKeys:
         green = tuple(
             GateResult(gate=name, status="pass", tree="a" * 40) for name in ("lint", "tests")
         )
-        facts = dataclasses.replace(make_facts(regressed=False), gates_now=green, gates_final=final)
+        facts = dataclasses.replace(
+            make_facts(regressed=False), gates_now=green, gates_final=final, tree="a" * 40
+        )
         app = recovery_host(facts)
         async with app.run_test(size=(80, 24)) as pilot:
             text = screen_text(app)
@@ -249,8 +251,17 @@ class TestRecoveryKeys:
             await pilot.pause()
             if not final:
                 assert app.results == [] and isinstance(app.screen, RecoveryScreen)
-                # The verdict comes: the choice appears.
-                await app.screen.final_gates(green, regressed=set())  # type: ignore[attr-defined]
+                # A verdict on another tree (a pass that snapshotted before the death) is not
+                # the final one: nothing changes.
+                other = tuple(dataclasses.replace(r, tree="b" * 40) for r in green)
+                earlier = EvaluationFinished(tree="b" * 40, results=other, complete_episodes=0)
+                await app.screen.final_gates(earlier, regressed=set())  # type: ignore[attr-defined]
+                await pilot.pause()
+                assert "Accept: every gate is green" not in screen_text(app)
+                assert "still running on the final tree" in screen_text(app)
+                # The final tree's verdict comes: the choice appears.
+                verdict = EvaluationFinished(tree="a" * 40, results=green, complete_episodes=0)
+                await app.screen.final_gates(verdict, regressed=set())  # type: ignore[attr-defined]
                 await pilot.pause()
                 assert "Accept: every gate is green" in screen_text(app)
                 await pilot.press("a")

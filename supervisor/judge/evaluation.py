@@ -185,14 +185,24 @@ class Evaluator:
         self._prune_triggers()
         self._enqueue(reason, force, follow_changes)
 
-    async def evaluate(self, reason: str, *, force: bool = False) -> EvaluationFinished:
-        """Request an evaluation and return the verdict of the one that covers this request."""
+    async def evaluate(
+        self,
+        reason: str,
+        *,
+        force: bool = False,
+        on_tree: Callable[[str], None] | None = None,
+    ) -> EvaluationFinished:
+        """Request an evaluation and return the verdict of the one that covers this request;
+        ``on_tree`` is told the tree that one judges as soon as it is snapshotted (a pass that
+        started before this request, on an older tree, may still be running meanwhile)."""
         if self._closed:
             raise EvaluatorClosed("the gate evaluator is closed")
         self.request(reason, force=force)
         assert self._waiting is not None
         future: asyncio.Future[EvaluationFinished] = asyncio.get_running_loop().create_future()
         self._waiting.waiters.append(future)
+        if on_tree is not None:
+            self._waiting.on_tree.append(on_tree)
         return await future
 
     async def idle(self) -> None:
@@ -273,6 +283,8 @@ class Evaluator:
             judged, cwd = await asyncio.to_thread(self._folder.place, snap.tree)
         current = Pass(snap, judged, cwd)
         tree = current.tree
+        for tell in request.on_tree:
+            tell(tree)
         self._cache.judged_as(tree, judged.tree)
         gates = self._contract.gates
         self._emit(

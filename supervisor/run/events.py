@@ -308,6 +308,8 @@ class RecoveryFacts:
     """Where each regressed gate broke, as far as the bisects have found out (issue 16)."""
     before_break: SnapshotRecord | None = None
     """The last step where every gate green at the base still passes: a finer last good state."""
+    tree: str | None = None
+    """The tree these facts describe (the final one): only a verdict on it makes them final."""
 
     @property
     def how_and_attempt(self) -> str:

@@ -30,7 +30,6 @@ from paella_tui.supervisor.run.drift_checks import DriftChecks
 from paella_tui.supervisor.run.events import (
     CheckpointTaken,
     DriftDetected,
-    EvaluationStarted,
     Event,
     Notice,
     RecoveryChosen,
@@ -182,8 +181,6 @@ class LoopParts:
     def emit(self, event: Event) -> None:
         """Persist ``event`` to the ledger (if it has a kind), fold it into the run's state, then
         hand the consumer the event and that state."""
-        if isinstance(event, EvaluationStarted):
-            self.recovery.evaluating_tree = event.tree
         pending = None
         self._live.before_handing()
         if event.kind is not None:

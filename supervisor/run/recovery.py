@@ -67,7 +67,8 @@ class Recovery:
         self.start_tree: str | None = None
         """The tree the run started on (changes are counted from it before any checkpoint)."""
         self.evaluating_tree: str | None = None
-        """The tree the newest evaluation judges (the final one, after an exit)."""
+        """The tree the final evaluation judges, once it is snapshotted (None before: a pass on
+        an older tree may still run then, and the facts snapshot the tree themselves)."""
         self.protected_note: str | None = None
         """Said once after how the next attempt ended: protected files changed."""
         self.auto_recoveries = 0

@@ -60,4 +60,5 @@ def recovery_facts(
         gates_final=judged.final,
         breaks=found,
         before_break=before_break,
+        tree=judged.tree,
     )

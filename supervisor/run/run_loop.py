@@ -267,12 +267,17 @@ class RunLoop(LoopParts):
 
     async def _final_evaluation(self) -> EvaluationFinished:
         """Judge the tree the agent left (again while it keeps changing under the gates)."""
-        finished = await self.evaluator.evaluate("agent exited")
+        finished = await self.evaluator.evaluate("agent exited", on_tree=self._final_tree)
         for _ in range(3):
             if not finished.stale:
                 break
-            finished = await self.evaluator.evaluate("the tree changed while the gates ran")
+            finished = await self.evaluator.evaluate(
+                "the tree changed while the gates ran", on_tree=self._final_tree
+            )
         return finished
+
+    def _final_tree(self, tree: str) -> None:
+        self.recovery.evaluating_tree = tree
 
     async def _history_drift(self) -> None:
         await self.drift.history(self.evaluator.base)
