@@ -27,7 +27,7 @@ from paella_tui.confirm_screen import ConfirmScreen
 from paella_tui.main_screen import MainScreen
 from paella_tui.notify import Alarm, Alert, alert_for
 from paella_tui.protected_screen import ProtectedScreen
-from paella_tui.quit_signals import QuitSignals
+from paella_tui.quit_signals import QuitSignals, mute_driver
 from paella_tui.recovery_screen import RecoveryScreen
 from paella_tui.run_board import RunBoard
 from paella_tui.run_commands import RunCommands
@@ -115,7 +115,7 @@ class PaellaApp(RunKeys):
         self._redraw_pending = False
         self._shown_bindings: tuple[bool, bool] = (False, False)
         self._deferred_panic: tuple[Any, ...] | None = None
-        self._signals = QuitSignals(self._on_signal, mute=self._mute_terminal)
+        self._signals = QuitSignals(self._on_signal, mute=lambda: mute_driver(self._driver))
         self.commands = RunCommands(self, self)
         """What the run keys do (g, c, r, s, R)."""
 
@@ -441,14 +441,6 @@ class PaellaApp(RunKeys):
             self._stop_and_exit("paella's display failed")
             return
         super().panic(*renderables)
-
-    def _mute_terminal(self) -> None:
-        """The terminal hung up: nothing may wait on it (the writer thread's queue is bounded,
-        and its thread may have died on the closed terminal)."""
-        driver = self._driver
-        if driver is not None:
-            driver.write = lambda _data: None  # type: ignore[method-assign,assignment]
-            driver.flush = lambda: None  # type: ignore[method-assign]
 
     def _on_signal(self, sig: int) -> None:
         """SIGHUP, SIGTERM, SIGINT: stop the agent the same way as a quit, without asking."""

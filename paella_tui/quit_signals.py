@@ -41,6 +41,14 @@ def detach_from_terminal() -> int | None:
     return write_end
 
 
+def mute_driver(driver: Any) -> None:
+    """The terminal hung up: nothing may wait on it (Textual's writer thread has a bounded queue,
+    and the thread may have died on the closed terminal). ``driver``: the App's, or None."""
+    if driver is not None:
+        driver.write = lambda _data: None
+        driver.flush = lambda: None
+
+
 class QuitSignals:
     """Takes over the quit signals for the life of a supervised run, and gives them back."""
 

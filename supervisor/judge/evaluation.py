@@ -35,6 +35,7 @@ from paella_tui.supervisor.judge.evaluation_queue import Pass, Request, as_stale
 from paella_tui.supervisor.judge.frozen import GateFolder, Judged
 from paella_tui.supervisor.judge.gate_cache import GateCache
 from paella_tui.supervisor.judge.gates import log_tail, next_log_path, run_gate
+from paella_tui.supervisor.judge.regression_text import regression_message
 from paella_tui.supervisor.run.events import (
     CheckpointTaken,
     DriftDetected,
@@ -70,7 +71,6 @@ MAX_STALE_STREAK = 5
 that changes a tracked file on every run would otherwise loop forever)."""
 
 _TRIGGER_WINDOW_S = 60.0
-_VERBS = {"fail": "now fails", "timeout": "now times out", "error": "now cannot run"}
 
 
 class Evaluator:
@@ -436,23 +436,9 @@ class Evaluator:
         return False
 
     async def _regression_message(self, result: GateResult) -> str:
-        """``gate "x" was green at checkpoint 2 (episode 1) and now fails: ...``."""
-        name = result.gate
-        trees = self._green_on.get(name, frozenset())
+        trees = self._green_on.get(result.gate, frozenset())
         records = await asyncio.to_thread(checkpoints.records, self._run, "checkpoints")
-        where = next(
-            (c for c in reversed(records) if name in c.gates_green or c.tree in trees), None
-        )
-        if where is not None:
-            what = f"episode {where.episode}" if isinstance(where.episode, int) else "manual"
-            at = f"at checkpoint {where.n} ({what})"
-        else:
-            earlier = next((t for t in sorted(trees) if t != result.tree), "?")
-            at = f"on an earlier tree ({earlier[:12]}) before any checkpoint"
-        verb = _VERBS.get(result.status, "now fails")
-        return (
-            f'gate "{name}" was green {at} and {verb}: the newest work broke an earlier invariant'
-        )
+        return regression_message(result, trees, records)
 
     async def _checkpoint(self, snap: Snapshot, episode: int, green: tuple[str, ...]) -> None:
         """Make ``snap`` the green checkpoint of ``episode`` and the new base."""
