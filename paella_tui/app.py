@@ -223,22 +223,6 @@ class PaellaApp(RunKeys):
                 f"{worker.description} failed: {worker.error}", severity="error", timeout=15
             )
 
-    @property
-    def engine_live(self) -> bool:
-        """A run loop is running (between its start and its exit status)."""
-        return self._engine_task is not None and not self._engine_task.done()
-
-    @property
-    def agent_alive(self) -> bool:
-        """The live run loop's agent process is running."""
-        loop = self.run_loop
-        return bool(
-            self.engine_live
-            and loop is not None
-            and loop.agent is not None
-            and loop.agent.returncode is None
-        )
-
     # --- events from the engine ----------------------------------------------------------------
 
     def feed(self, event: Event, state: RunState | None = None) -> None:

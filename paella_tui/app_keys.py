@@ -5,6 +5,7 @@ it and supplies the run, the board and the engine's liveness it asks about."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from paella_tui.help_screen import HelpScreen
 from paella_tui.main_screen import MainScreen
 from paella_tui.run_board import RunBoard
 from paella_tui.run_commands import RunCommands
+from paella_tui.supervisor.run.run_loop import RunLoop
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.widgets.checkpoint_list import CheckpointList
@@ -47,19 +49,36 @@ class RunKeys(App[int]):
     ]
 
     run_: Run | None
+    run_loop: RunLoop | None
+    _engine_task: asyncio.Task[int] | None
     board: RunBoard
     commands: RunCommands
     _quitting: bool
 
+    # --- what the keys need to know of the engine (the App starts it) ------------------------
+
     @property
     def engine_live(self) -> bool:
-        """A run loop is running (the App says)."""
-        raise NotImplementedError
+        """A run loop is running (between its start and its exit status)."""
+        return self._engine_task is not None and not self._engine_task.done()
+
+    @property
+    def loop_flowing(self) -> bool:
+        """A run loop runs its flow: not once it stopped or is done (it may still be tidying
+        up: the keys then act as after a stop, once it has ended)."""
+        loop = self.run_loop
+        return self.engine_live and loop is not None and loop.state not in ("done", "stopped")
 
     @property
     def agent_alive(self) -> bool:
-        """The live run loop's agent process is running (the App says)."""
-        raise NotImplementedError
+        """The live run loop's agent process is running."""
+        loop = self.run_loop
+        return bool(
+            self.engine_live
+            and loop is not None
+            and loop.agent is not None
+            and loop.agent.returncode is None
+        )
 
     def _main_or_none(self) -> MainScreen | None:
         return next((s for s in self.screen_stack if isinstance(s, MainScreen)), None)
@@ -104,9 +123,10 @@ class RunKeys(App[int]):
     def _can_resume(self) -> bool:
         if self.run_ is None or self._quitting:
             return False
-        if self.board.state == "retry-wait" and self.engine_live:
+        if self.board.state == "retry-wait" and self.loop_flowing:
             return True
-        return not self.engine_live and self.board.state not in ("done", "starting")
+        # A loop that stopped may still be tidying up: R waits for its end (RunCommands.resume).
+        return not self.loop_flowing and self.board.state not in ("done", "starting")
 
     def action_run_gates(self) -> None:
         """``g``: judge every gate on the current tree now."""

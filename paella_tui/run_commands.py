@@ -45,6 +45,11 @@ class RunHost(Protocol):
         """The live run loop's agent process is running."""
         ...
 
+    @property
+    def loop_flowing(self) -> bool:
+        """A run loop runs its flow: not once it stopped or is done."""
+        ...
+
     def feed(self, event: Event) -> None:
         """Show an engine event."""
         ...
@@ -79,10 +84,7 @@ class RunCommands:
     def _live_loop(self) -> RunLoop | None:
         """The run loop while its flow runs; None once it stopped or is done (it may still be
         tidying up: the keys then work as after a stop, once it has ended)."""
-        loop = self.host.run_loop
-        if loop is None or not self.host.engine_live or loop.state in ("done", "stopped"):
-            return None
-        return loop
+        return self.host.run_loop if self.host.loop_flowing else None
 
     async def _after_the_loop(self, work: Callable[[], None]) -> None:
         """``work`` (blocking) once the run loop has ended, in a thread."""

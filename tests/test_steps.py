@@ -161,7 +161,7 @@ async def test_a_tree_heard_of_late_never_makes_a_step_go_backwards(repo: Path) 
     keeper = StepKeeper(
         run,
         snapshotter,
-        emit=lambda event, _s: taken.append(event.record_),  # type: ignore[attr-defined]
+        emit=lambda event: taken.append(event.record_),  # type: ignore[attr-defined]
         tail=lambda: ["working"],
         attempt=lambda: 1,
     )
