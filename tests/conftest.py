@@ -20,6 +20,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from cpu_meter import pytest_addoption, pytest_configure
+
+# `--cpu-by-file` (cpu_meter.py): where the suite's CPU goes, per test file.
+__all__ = ["pytest_addoption", "pytest_configure"]
 
 TEST_IDENTITY = {
     "GIT_AUTHOR_NAME": "Test Author",
@@ -228,6 +232,38 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
 def repo(tmp_path: Path, git: GitRunner) -> Path:
     """A fresh repository (``git init -b main`` and one commit) in ``tmp_path/repo``."""
     return make_repo(tmp_path / "repo", git)
+
+
+class SavedFolder:
+    """A folder a module builds once (a repository with a finished run, its state, its mirror)
+    and puts back byte for byte, at the same path, before each test that uses it: every test
+    starts from the world it would have built itself, and may change it freely. (Paths inside
+    the folder, in the ledger or in git's config, stay true because the path does not change.)"""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._saved = folder.with_name(folder.name + ".saved")
+
+    def save(self) -> None:
+        """Keep the folder as it is now (call once it is built and nothing runs in it)."""
+        shutil.rmtree(self._saved, ignore_errors=True)
+        shutil.copytree(self.folder, self._saved, symlinks=True)
+
+    def restore(self) -> None:
+        """Put the folder back as it was saved, whatever the last test did to it."""
+        _make_removable(self.folder)
+        shutil.rmtree(self.folder)
+        shutil.copytree(self._saved, self.folder, symlinks=True)
+
+
+def _make_removable(folder: Path) -> None:
+    """Give back write permission a test took away, so that the folder can be removed."""
+    os.chmod(folder, os.stat(folder).st_mode | stat.S_IRWXU)
+    for dirpath, dirnames, _ in os.walk(folder):
+        for name in dirnames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | stat.S_IRWXU)
 
 
 def run_paella(

@@ -10,21 +10,42 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import GitRunner, capture_tree
+from conftest import GitRunner, SavedFolder, capture_tree
 from hostile_project import HostileProject, no_traceback
 
 Setup = Callable[[HostileProject], None]
 
 
+# The cases only need a project with one finished run; the run is made once per module (per
+# xdist worker) and its folder put back before each case (SavedFolder).
+pytestmark = pytest.mark.xdist_group("bad-inputs")
+
+
+@pytest.fixture(scope="module")
+def finished_run(
+    tmp_path_factory: pytest.TempPathFactory, git: GitRunner
+) -> Iterator[tuple[HostileProject, SavedFolder]]:
+    """A project with one finished run (a checkpoint, then the agent failed), its paella state
+    and its mirror (a private XDG state folder) all in one saved folder."""
+    world = tmp_path_factory.mktemp("finished-run")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(world / "xdg-state"))
+        p = HostileProject(world, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
+        assert p.paella("run", "--headless").returncode == 1
+        saved = SavedFolder(world)
+        saved.save()
+        yield p, saved
+
+
 @pytest.fixture
-def project(tmp_path: Path, git: GitRunner) -> HostileProject:
-    """A project with one finished run (a checkpoint, then the agent failed)."""
-    p = HostileProject(tmp_path, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
-    assert p.paella("run", "--headless").returncode == 1
+def project(finished_run: tuple[HostileProject, SavedFolder]) -> HostileProject:
+    """The project with one finished run, as the run left it."""
+    p, saved = finished_run
+    saved.restore()
     return p
 
 
