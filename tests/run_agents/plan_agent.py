@@ -43,6 +43,7 @@ from pathlib import Path
 AGENTS = Path(__file__).resolve().parent.parent / "agents"
 
 
+@functools.cache  # a wait polls every 20 ms: one git process per poll cost more than the wait
 def _ledger() -> Path:
     common = subprocess.run(
         ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
