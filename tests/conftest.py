@@ -299,6 +299,98 @@ def run_paella(
     )
 
 
+def run_paella_in_process(
+    cwd: Path,
+    *args: str,
+    env: Mapping[str, str | None] | None = None,
+    input: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``paella ARGS`` as ``run_paella`` runs it, but through ``paella_tui.cli.main`` in this
+    process: the same parser, handlers, messages and exit statuses, on file descriptors 0, 1
+    and 2 redirected as a subprocess's would be (stdin /dev/null or ``input``, stdout and stderr
+    to files, so not a terminal), in ``cwd``, with ``env`` laid over the environment, all put
+    back afterwards. It skips only the interpreter's start-up and imports (about 0.2 s of CPU
+    a command): for tests of what a command does, not of how the process starts or ends
+    (signals, a hang, ``umask``: those keep ``run_paella``). ``timeout`` is accepted for the
+    same signature and not enforced."""
+    from paella_tui.cli import main
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in (env or {}).items():
+            if value is None:
+                mp.delenv(name, raising=False)
+            else:
+                mp.setenv(name, value)
+        mp.chdir(cwd)
+        with _stdio_in_files(input) as (out, err):
+            try:
+                code = main(list(args))
+            except SystemExit as exit_:  # argparse: --help, --version, a usage error
+                code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+            finally:
+                _as_at_exit()
+    return subprocess.CompletedProcess(["paella", *args], code, out.text, err.text)
+
+
+def _as_at_exit() -> None:
+    """What the interpreter's exit does for a command (paella's atexit hooks): every ledger
+    record handed to the writer thread reaches the disk."""
+    ledger = sys.modules.get("paella_tui.supervisor.run.ledger")
+    if ledger is not None:
+        ledger.flush_all()
+
+
+class _Captured:
+    """What a command wrote to one stream (read once the command is over)."""
+
+    text = ""
+
+
+@contextlib.contextmanager
+def _stdio_in_files(input: str | None) -> Iterator[tuple[_Captured, _Captured]]:
+    """File descriptors 0-2 and ``sys.stdin``/``stdout``/``stderr`` on temporary files (stdin
+    on /dev/null without ``input``), as a subprocess run with pipes would have them."""
+    import tempfile
+
+    out, err = _Captured(), _Captured()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved_fds = [os.dup(fd) for fd in (0, 1, 2)]
+    saved_streams = (sys.stdin, sys.stdout, sys.stderr)
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        if input is None:
+            in_fd = os.open(os.devnull, os.O_RDONLY)
+        else:
+            with tempfile.TemporaryFile() as in_file:
+                in_file.write(input.encode())
+                in_file.seek(0)
+                in_fd = os.dup(in_file.fileno())
+        try:
+            os.dup2(in_fd, 0)
+            os.dup2(out_file.fileno(), 1)
+            os.dup2(err_file.fileno(), 2)
+            sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+            sys.stderr = open(  # noqa: SIM115
+                2, "w", encoding="utf-8", errors="backslashreplace", closefd=False
+            )
+            yield out, err
+        finally:
+            for stream in (sys.stdin, sys.stdout, sys.stderr):
+                if stream not in saved_streams:
+                    with contextlib.suppress(OSError, ValueError):
+                        stream.close()  # flushes; the descriptor stays (closefd=False)
+            sys.stdin, sys.stdout, sys.stderr = saved_streams
+            for fd, saved in zip((0, 1, 2), saved_fds, strict=True):
+                os.dup2(saved, fd)
+                os.close(saved)
+            os.close(in_fd)
+            for captured, file in ((out, out_file), (err, err_file)):
+                file.seek(0)
+                captured.text = file.read().decode("utf-8", errors="replace")
+
+
 @pytest.fixture(scope="session")
 def paella() -> Callable[..., subprocess.CompletedProcess[str]]:
     """``paella(repo, *args, env=None, input=None)`` -> CompletedProcess (text) of the real command."""

@@ -9,8 +9,12 @@ import re
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+
+import pytest
+from conftest import run_paella, run_paella_in_process
 
 from paella_tui import __version__
 from paella_tui.supervisor.run.run_view import RUN_STATES
@@ -85,6 +89,16 @@ cmd = "true"
 name = "one"
 gates = ["ok"]
 """
+
+
+@pytest.fixture
+def paella() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The commands run through ``cli.main`` in this process (``run_paella_in_process``): these
+    tests check what each command does; how the real console script starts, exits and is
+    installed is checked here by ``test_help_lists_every_command`` and
+    ``test_state_files_are_private``, and every command runs as a real subprocess elsewhere
+    (test_bad_inputs, test_cli_conventions, test_rollback, test_headless)."""
+    return run_paella_in_process
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -201,9 +215,12 @@ def test_status_tmux_prints_one_line(repo: Path, paella) -> None:
     assert line.count("\n") == 1 and line.startswith("paella ")
 
 
-def test_status_tmux_fast_line_says_what_status_says(repo: Path, paella) -> None:
+def test_status_tmux_fast_line_says_what_status_says(repo: Path) -> None:
     """The status bar's fast way (the kept state.json and /proc, no engine) prints the line
     the ordinary way prints; without a usable kept state it gives way to it."""
+    # Real processes: what the kept state holds once a command's process has ended is the point
+    # (run in this process, `gates` left no kept state fast_line would take: not equivalent).
+    paella = run_paella
     from paella_tui.commands.tmux_line import fast_line, tmux_line
     from paella_tui.supervisor.run.run_view import RunView
     from paella_tui.supervisor.run.runs import RunStore
