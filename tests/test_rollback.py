@@ -1,6 +1,10 @@
-"""Rollback (SPEC 5, 13): the real ``paella rollback`` restores a checkpoint byte for byte, puts
-HEAD, the branch and the index back, never touches ignored files, and is itself undone by
-``paella rollback salvage:N``. It refuses (exit 3, nothing changed) while git is busy."""
+"""Rollback (SPEC 5, 13): ``paella rollback`` restores a checkpoint byte for byte, puts HEAD, the
+branch and the index back, never touches ignored files, and is itself undone by ``paella rollback
+salvage:N``. It refuses (exit 3, nothing changed) while git is busy.
+
+The commands run through ``cli.main`` in the test process (``run_paella_in_process``): what is
+checked is what rollback does to the repository. The real command in a subprocess, killed at
+each of its steps, is test_rollback_faults.py and test_rollback_kill9.py."""
 
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import run_paella_in_process
 
 # Paths rollback must leave exactly as they were before it: ignored files, and a nested
 # repository with no commit (which no snapshot can hold).
@@ -32,6 +38,12 @@ def symlink(target: str, path: Path) -> None:
     if path.is_symlink() or path.exists():
         path.unlink()
     os.symlink(target, path)
+
+
+@pytest.fixture
+def paella() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The commands in this process (see the module's docstring)."""
+    return run_paella_in_process
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
