@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from conftest import GitRunner, make_repo
+from conftest import GitRunner, make_repo, run_paella_in_process
 
 TIMEOUT = 90.0
 
@@ -76,6 +76,14 @@ class HostileProject:
             check=False,
         )
 
+    def read(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """A command that reads or mends the state after a run (status, checkpoints, log,
+        handoff, diff, rollback, prune) through ``cli.main`` in this process: the same code on
+        the same files, without the interpreter's start-up. Runs and resumes use ``paella``."""
+        return run_paella_in_process(self.repo, *args, env=env)
+
     def start(self, *args: str) -> subprocess.Popen[str]:
         """Start ``paella ARGS`` in the background."""
         return subprocess.Popen(
@@ -111,7 +119,7 @@ class HostileProject:
 
     def status(self) -> dict[str, Any]:
         """``paella status --json``."""
-        proc = self.paella("status", "--json")
+        proc = self.read("status", "--json")
         assert proc.returncode == 0, proc.stderr
         data: dict[str, Any] = json.loads(proc.stdout)
         return data

@@ -117,18 +117,18 @@ def test_forged_and_broken_ledger_records_are_named_skipped_and_never_rollback_t
         ("handoff",),
         ("diff",),
     ):
-        proc = p.paella(*args)
+        proc = p.read(*args)
         no_traceback(proc)
         assert proc.returncode == 0, (args, proc.stderr)
-    listing = p.paella("checkpoints").stdout
+    listing = p.read("checkpoints").stdout
     assert "not confirmed by the mirror" in listing
-    warned = p.paella("status").stderr
+    warned = p.read("status").stderr
     assert "hash chain breaks" in warned and "skipped a record" in warned
 
-    refused = p.paella("rollback", "9", "--yes")
+    refused = p.read("rollback", "9", "--yes")
     no_traceback(refused)
     assert refused.returncode == 2 and "not a trusted snapshot" in refused.stderr
-    rolled = p.paella("rollback", "--yes")
+    rolled = p.read("rollback", "--yes")
     no_traceback(rolled)
     assert rolled.returncode == 0, rolled.stderr
     assert "rolled back to 1" in rolled.stdout
@@ -203,19 +203,19 @@ def test_a_state_folder_deleted_between_commands_comes_back_for_every_reader(
 ) -> None:
     p = HostileProject(tmp_path, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
     assert p.paella("run", "--headless").returncode == 1
-    before = p.paella("checkpoints", "--json").stdout
+    before = p.read("checkpoints", "--json").stdout
     for ref in git(p.repo, "for-each-ref", "--format=%(refname)", "refs/paella").split():
         git(p.repo, "update-ref", "-d", ref)
     git(p.repo, "gc", "-q", "--prune=now")
     import shutil
 
     shutil.rmtree(p.state)
-    status = p.paella("status")
+    status = p.read("status")
     no_traceback(status)
     assert status.returncode == 0
     assert "restored from the mirror" in status.stderr
-    assert p.paella("checkpoints", "--json").stdout == before
-    rolled = p.paella("rollback", "--yes")
+    assert p.read("checkpoints", "--json").stdout == before
+    rolled = p.read("rollback", "--yes")
     assert rolled.returncode == 0, rolled.stderr
 
 
@@ -295,7 +295,7 @@ def test_a_recovery_that_cannot_proceed_stops_cleanly_with_the_commands_to_conti
     assert "paella rollback 1 --yes" in last["reason"]
     assert p.status()["state"] == "stopped"
     (p.repo / ".git" / "index.lock").unlink()
-    rolled = p.paella("rollback", "--yes")
+    rolled = p.read("rollback", "--yes")
     assert rolled.returncode == 0, rolled.stderr
 
 
@@ -305,7 +305,7 @@ def test_two_supervisors_started_at_once_exactly_one_runs(tmp_path: Path, git: G
     time.sleep(0.05)
     second = p.start("run", "--headless")
     out2, err2 = second.communicate(timeout=60)
-    status = p.paella("status", "--json")
+    status = p.read("status", "--json")
     out1, err1 = first.communicate(timeout=60)
     codes = sorted([first.returncode, second.returncode])
     assert codes == [0, 3], (out1, err1, out2, err2)
@@ -343,9 +343,9 @@ def test_a_pruned_run_stays_pruned_the_mirror_forgets_it_too(
     p = HostileProject(tmp_path, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
     assert p.paella("run", "--headless").returncode == 1
     run_id = p.run_dir().name
-    pruned = p.paella("prune", run_id)
+    pruned = p.read("prune", run_id)
     assert pruned.returncode == 0, pruned.stderr
-    status = p.paella("status")
+    status = p.read("status")
     no_traceback(status)
     assert "restored from the mirror" not in status.stderr
     assert not (p.state / "runs" / run_id).exists()
