@@ -1,6 +1,9 @@
 """Crashes (SPEC 5, 13): a ``kill -9`` of paella at any step of a rollback, or in the middle of a
 checkpoint, leaves a readable ledger and a workspace that is unchanged or recoverable with the
-commands paella prints. The rollback kills itself at a step named by ``PAELLA_TEST_KILL_AT``."""
+commands paella prints. The rollback kills itself at a step named by ``PAELLA_TEST_KILL_AT``.
+
+The killed command is the real one in a subprocess; the commands that read and mend afterwards
+run through ``cli.main`` in the test process (``in_process``), on the same files."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import run_paella_in_process as in_process
 
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store import checkpoints, rollback
@@ -115,7 +119,7 @@ def test_kill_at_each_rollback_step_is_recoverable(
 
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     unchanged = tree_state(repo) == sc.damaged_state and git.head(repo) == sc.damaged_head
-    status = paella(repo, "status")
+    status = in_process(repo, "status")
     assert status.returncode == 0, status.stderr
     finish, undo = FINISH.search(status.stderr), UNDO.search(status.stderr)
     if step != "after-salvage":
@@ -129,38 +133,38 @@ def test_kill_at_each_rollback_step_is_recoverable(
 
     if recovery == "undo":
         if undo:
-            run_printed(paella, repo, undo.group(1))
+            run_printed(in_process, repo, undo.group(1))
         assert_damaged_state(sc, git, tree_state)
     else:
-        run_printed(paella, repo, finish.group(1) if finish else "paella rollback 1 --yes")
+        run_printed(in_process, repo, finish.group(1) if finish else "paella rollback 1 --yes")
         assert_checkpoint_restored(sc, git, tree_state)
 
-    after = paella(repo, "status")
+    after = in_process(repo, "status")
     assert after.returncode == 0 and "did not finish" not in after.stderr, after.stderr
 
 
 def test_a_torn_last_ledger_line_is_reported_and_the_next_record_is_whole(
-    repo: Path, paella
+    repo: Path,
 ) -> None:
-    assert paella(repo, "checkpoint").returncode == 0
+    assert in_process(repo, "checkpoint").returncode == 0
     ledger = next((repo / ".git" / "paella" / "runs").iterdir()) / "events.jsonl"
     with ledger.open("ab") as handle:
         handle.write(b'{"t":"2026-11-29T02:14:55.000Z","kind":"checkpo')
 
-    status = paella(repo, "status")
+    status = in_process(repo, "status")
     assert status.returncode == 0
     assert "torn last line" in status.stderr
 
-    second = paella(repo, "checkpoint", "--label", "after the tear")
+    second = in_process(repo, "checkpoint", "--label", "after the tear")
     assert second.returncode == 0, second.stderr
     lines = ledger.read_bytes().split(b"\n")
     assert lines[-1] == b""
     last = json.loads(lines[-2])
     assert last["kind"] == "checkpoint" and last["n"] == 2 and last["label"] == "after the tear"
     assert lines[-3].startswith(b'{"t":"2026-11-29T02:14:55.000Z"')  # the torn one, alone
-    listed = json.loads(paella(repo, "checkpoints", "--json").stdout)
+    listed = json.loads(in_process(repo, "checkpoints", "--json").stdout)
     assert [c["n"] for c in listed["checkpoints"]] == [1, 2]
-    log = paella(repo, "log")
+    log = in_process(repo, "log")
     assert log.returncode == 0 and "after the tear" in log.stdout
 
 
@@ -189,11 +193,11 @@ def test_kill_9_during_a_checkpoint_never_changes_the_index(repo: Path, git, pae
     # Whatever the kills left (a private index lock included), the next checkpoint works.
     (repo / ".git" / "paella").mkdir(exist_ok=True)
     (repo / ".git" / "paella" / "snapshot.index.lock").write_bytes(b"stale")
-    result = paella(repo, "checkpoint")
+    result = in_process(repo, "checkpoint")
     assert result.returncode == 0, result.stderr
     assert not (repo / ".git" / "paella" / "snapshot.index.lock").exists()
     assert (index.read_bytes(), index.stat().st_mtime_ns, git.head(repo)) == before
-    listed = json.loads(paella(repo, "checkpoints", "--json").stdout)
+    listed = json.loads(in_process(repo, "checkpoints", "--json").stdout)
     tree = git(repo, "ls-tree", "-r", "-l", listed["checkpoints"][-1]["tree"])
     sizes = re.findall(r"\s(\d+)\tdata/blob\d\.bin", tree)
     assert sizes == [str(6 * 1024 * 1024)] * 3
