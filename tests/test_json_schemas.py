@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
 import jsonschema
 import pytest
+from conftest import run_paella_in_process
 
 from paella_tui.schemas import SCHEMA_NAMES, SCHEMA_VERSION, load_schema
 from paella_tui.supervisor.run.events import DriftKind, GateStatus
@@ -40,6 +42,13 @@ cmd = "no-such-command-paella-test"
 name = "one"
 gates = ["ok", "broken", "missing"]
 """
+
+
+@pytest.fixture
+def paella() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The readers through ``cli.main`` in the test process (``run_paella_in_process``): what is
+    checked is the JSON they print. The demo run itself stays the real command."""
+    return run_paella_in_process
 
 
 def validate(name: str, data: Any) -> None:

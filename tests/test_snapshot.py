@@ -6,12 +6,23 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
+from conftest import run_paella_in_process
 
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store import checkpoints
 from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
+
+
+@pytest.fixture
+def paella() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The commands through ``cli.main`` in the test process (conftest's ``run_paella_in_process``):
+    these tests check the snapshot a command takes, not how its process starts."""
+    return run_paella_in_process
 
 
 def snapshot(repo: Path, **kwargs: int) -> Snapshot:

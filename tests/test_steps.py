@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import GitRunner
+from conftest import GitRunner, run_paella_in_process
 from test_contract import MINIMAL, problems_of, write
 
 from paella_tui.supervisor.contract.loader import load_contract
@@ -26,6 +28,13 @@ from paella_tui.supervisor.store.steps import (
     take_step,
 )
 from paella_tui.supervisor.store.workspace import Workspace
+
+
+@pytest.fixture
+def paella() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The commands through ``cli.main`` in the test process (``run_paella_in_process``): these
+    tests check what ``steps`` and ``rollback`` say, not how the process starts."""
+    return run_paella_in_process
 
 
 def test_steps_keys_default_and_parse(tmp_path: Path) -> None:
