@@ -13,14 +13,22 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+from conftest import run_paella, run_paella_in_process
 
 UNDO = re.compile(r"to undo it:\s+paella rollback (salvage:\d+) --yes")
 SALVAGE = re.compile(r"`paella rollback (salvage:\d+) --yes`")
+
+
+@pytest.fixture
+def paella() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The commands before and after a kill run through ``cli.main`` in the test process
+    (``run_paella_in_process``); the rollbacks killed, or out of disk space, are real processes."""
+    return run_paella_in_process
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -149,7 +157,7 @@ def test_disk_full_mid_rollback_says_what_changed_and_the_salvage_restores_it(
         damaged = tree_state(repo)
         filler = fill(disk, leave_kb * 1024)
 
-        result = paella(repo, "rollback", "1", "--yes")
+        result = run_paella(repo, "rollback", "1", "--yes")  # the real command runs out of room
 
         assert "Traceback" not in result.stderr, result.stderr
         assert result.returncode == 3, result.stderr
