@@ -10,13 +10,23 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
+import pytest
+from conftest import run_paella_in_process
 
 from paella_tui.schemas import load_schema
 from paella_tui.supervisor.base.owned_lock import OwnedLock
 from paella_tui.supervisor.store.workspace import Workspace
+
+
+@pytest.fixture
+def paella() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Checkpoints, rollbacks and status through ``cli.main`` in the test process
+    (``run_paella_in_process``); the supervised runs are real ``paella run`` processes."""
+    return run_paella_in_process
 
 
 def ok(result):  # type: ignore[no-untyped-def]
