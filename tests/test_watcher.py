@@ -195,6 +195,38 @@ async def test_flapping_pauses_until_resumed(repo: Path) -> None:
     assert rec.paths[3] == ("src/gen.py",)
 
 
+@pytest.mark.parametrize("polling", [False, True], ids=["inotify", "polling"])
+async def test_one_thread_watches_the_flat_and_the_deep_folders(
+    repo: Path, git: GitRunner, polling: bool
+) -> None:
+    # An ignored folder makes the root a flat watch and src a deep one: two watches, one thread.
+    write(repo, ".gitignore", "build/\n")
+    write(repo, "build/out.o")
+    write(repo, "src/deep/app.py")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "app")
+    async with watching(repo, force_polling=polling) as (watcher, rec):
+        plan = watcher.plan
+        assert plan is not None and plan.flat and plan.deep
+        names = [t.name for t in threading.enumerate()]
+        assert names.count("paella-watch") == 1
+        assert not [
+            n
+            for n in names
+            if n.startswith("paella-watch-") and not n.startswith("paella-watch-git")
+        ]
+        write(repo, "top.txt")  # seen by the flat watch
+        await rec.wait_fires(1)
+        # Seen by the deep one. A new file, not a rewrite: notify's poll watcher compares
+        # whole-second mtimes, so a rewrite within the second of the commit can go unseen.
+        write(repo, "src/deep/other.py")
+        await rec.wait_fires(2)
+        write(repo, "src/deep/new/module.py")  # a new folder inside the deep watch
+        await rec.wait_fires(3)
+        await quiet()
+    assert rec.paths == [("top.txt",), ("src/deep/other.py",), ("src/deep/new/module.py",)]
+
+
 async def test_an_ignored_node_modules_of_3000_folders_is_not_watched(
     repo: Path, git: GitRunner, capsys: pytest.CaptureFixture[str]
 ) -> None:

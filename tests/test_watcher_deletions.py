@@ -46,9 +46,10 @@ def test_a_batch_of_deleted_files_is_judged_by_its_folder(repo: Path, git: GitRu
     watcher = WorkspaceWatcher(Workspace.find(repo), settle=SETTLE, on_settled=lambda _p: None)
     deleted = watchfiles.Change.deleted
     events = {p: deleted for p in [*files, *{p.rpartition("/")[0] for p in files}, "vendor"]}
-    batch = watcher._classify(events, set())
+    classifier = watcher._classifier
+    batch = classifier.classify(events, set(), inotify=True)
     assert batch.report == {"vendor"}
-    assert watcher._ignores.git_calls == 1
+    assert classifier.ignores.git_calls == 1
 
 
 async def test_a_deleted_ignored_folder_reports_nothing(repo: Path, git: GitRunner) -> None:
