@@ -83,6 +83,7 @@ from benchmarks.probes import (
 from benchmarks.stats import median, ms, p95
 from paella_tui.supervisor.agent.agent_process import AgentProcess
 from paella_tui.supervisor.contract.loader import load_contract
+from paella_tui.supervisor.run.decisions import policy
 from paella_tui.supervisor.run.events import (
     AgentExited,
     AgentStarted,
@@ -90,7 +91,7 @@ from paella_tui.supervisor.run.events import (
     GateStarted,
     RecoveryNeeded,
 )
-from paella_tui.supervisor.run.run_loop import RunLoop, install_signal_handlers, policy
+from paella_tui.supervisor.run.run_loop import RunLoop, install_signal_handlers
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store.workspace import STATE_DIR_ENV, Workspace
 from paella_tui.supervisor.watch.watcher import DEBOUNCE_MS, STEP_MS
@@ -652,12 +653,20 @@ def child_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def spawn_child(mode: str, workspace: Path, lines: int = 0) -> subprocess.Popen[str]:
-    """This script as a child running one scenario, its stdout a pipe of JSON lines."""
+def spawn_child(
+    mode: str, workspace: Path, lines: int = 0, tree: Path | None = None
+) -> subprocess.Popen[str]:
+    """This script as a child running one scenario, its stdout a pipe of JSON lines; with
+    ``tree``, importing that tree's engine (and benchmark helpers) instead of this one's."""
+    env = clean_env()
+    script = Path(__file__).resolve()
+    if tree is not None:
+        # Ahead of the editable install's path entry for this repository.
+        env["PYTHONPATH"] = str(tree)
     return subprocess.Popen(
         [
             sys.executable,
-            str(Path(__file__).resolve()),
+            str(script),
             "--child",
             mode,
             "--workspace",
@@ -667,8 +676,20 @@ def spawn_child(mode: str, workspace: Path, lines: int = 0) -> subprocess.Popen[
         ],
         stdout=subprocess.PIPE,
         text=True,
-        env=clean_env(),
+        env=env,
     )
+
+
+def export_tree(bench: Bench, ref: str) -> Path:
+    """The files of ``ref`` in this repository, in a folder of the run (``git archive``)."""
+    repo = Path(__file__).resolve().parent.parent
+    tree = bench.root / f"tree-{ref.replace('/', '-')}"
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", ref], cwd=repo, capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
 
 
 def read_json_line(proc: subprocess.Popen[str]) -> dict[str, Any]:
@@ -704,13 +725,17 @@ class IdleResult:
         return max(self.rss_samples)
 
 
-def measure_idle(bench: Bench, seconds: float) -> tuple[IdleResult, IdleResult]:
-    """Measure 3: the paella child and the baseline child, sampled at the same time."""
+def measure_idle(bench: Bench, seconds: float, against: Path | None) -> dict[str, IdleResult]:
+    """Measure 3: the paella child and the baseline child (and the child of the code in
+    ``against``, in a workspace of its own), sampled at the same time."""
     workspace = make_workspace(bench, "idle", agent=["sleep", "3600"])
     kids = {
         "paella": spawn_child("idle", workspace),
         "baseline": spawn_child("idle-baseline", workspace),
     }
+    if against is not None:
+        other = make_workspace(bench, "idle-against", agent=["sleep", "3600"])
+        kids["against"] = spawn_child("idle", other, tree=against)
     try:
         ready = {name: read_json_line(proc) for name, proc in kids.items()}
         ps = {name: psutil.Process(proc.pid) for name, proc in kids.items()}
@@ -760,7 +785,7 @@ def measure_idle(bench: Bench, seconds: float) -> tuple[IdleResult, IdleResult]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
-    return results["paella"], results["baseline"]
+    return results
 
 
 @dataclass
@@ -899,12 +924,26 @@ def timing_rows(
 def build_rows(
     death: dict[str, list[float]],
     settle: dict[str, list[float]],
-    idle: tuple[IdleResult, IdleResult],
+    idle: dict[str, IdleResult],
     idle_seconds: float,
     floods: dict[str, FloodResult],
     lines: int,
+    against: str | None = None,
 ) -> list[Row]:
-    """Every row of the table, in the order of the SPEC."""
+    """Every row of the table, in the order of the SPEC (the parts that ran)."""
+    rows: list[Row] = []
+    if death:
+        rows += death_rows(death)
+    if settle:
+        rows += settle_rows(settle)
+    rows += idle_rows(idle, idle_seconds, against)
+    if floods:
+        rows += flood_rows(floods, lines)
+    return rows
+
+
+def death_rows(death: dict[str, list[float]]) -> list[Row]:
+    """Part 1's rows."""
     rows: list[Row] = []
     base = death["baseline"]
     rows.append(
@@ -954,6 +993,12 @@ def build_rows(
                 )
                 row.counts = not info
                 rows.append(row)
+    return rows
+
+
+def settle_rows(settle: dict[str, list[float]]) -> list[Row]:
+    """Part 2's rows."""
+    rows: list[Row] = []
     bound = SETTLE_S + SETTLE_MARGIN_S
     bare = settle["baseline: spawn called"]
     rows.append(
@@ -979,11 +1024,20 @@ def build_rows(
         ("gate process running", "RunLoop: gate process running (its own `date`)"),
     ):
         rows.append(timing_rows(settle, key, label, bare, bound, "≤ settle + 200 ms = 1,200 ms"))
-    paella_idle, base_idle = idle
-    for name, result, counts in (
+    return rows
+
+
+def idle_rows(idle: dict[str, IdleResult], idle_seconds: float, against: str | None) -> list[Row]:
+    """Part 3's rows (with the code at ``against`` beside this one's, when it ran)."""
+    rows: list[Row] = []
+    base_idle = idle["baseline"]
+    measured = [
         ("baseline: asyncio + `sleep`, same imports", base_idle, False),
-        ("RunLoop (two gates, watcher, ticker)", paella_idle, True),
-    ):
+        ("RunLoop (two gates, watcher, ticker)", idle["paella"], True),
+    ]
+    if "against" in idle:
+        measured.append((f"RunLoop of `{against}` (the same)", idle["against"], True))
+    for name, result, counts in measured:
         prefix = "" if counts else f"**3. idle {idle_seconds:g} s.** "
         rows.append(
             Row(
@@ -1007,6 +1061,12 @@ def build_rows(
                 result.rss_peak <= IDLE_RSS_TARGET_MB * MB if counts else None,
             )
         )
+    return rows
+
+
+def flood_rows(floods: dict[str, FloodResult], lines: int) -> list[Row]:
+    """Part 4's rows."""
+    rows: list[Row] = []
     for mode, label in (
         ("baseline-pty", "baseline: bare pty reader (loop reader, 64 KiB reads) into a file"),
         ("pty", "RunLoop, pty (default)"),
@@ -1134,6 +1194,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--keep", type=Path, metavar="DIR", help="build everything in DIR (new) and keep it"
     )
+    parser.add_argument("--only", choices=["idle"], help="run part 3 alone (the idle supervisor)")
+    parser.add_argument(
+        "--against",
+        metavar="REF",
+        help="part 3 also runs the RunLoop of the code at REF (a commit of this repository, "
+        "`git archive`d into the run's folder), side by side, in a workspace of its own",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workspace", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -1151,6 +1218,19 @@ async def latency_measures(
     return death, settle
 
 
+def thread_line(label: str, idle: IdleResult) -> str:
+    """Where one idle child's CPU went, thread by thread."""
+    return (
+        f"Idle CPU by thread ({label}, CPU seconds over the window): "
+        + ", ".join(
+            f"{name} {spent:.3f} s"
+            for name, spent in sorted(idle.threads.items(), key=lambda kv: -kv[1])
+            if spent > 0
+        )
+        + f"; child processes reaped {idle.children_cpu:.3f} s."
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every measure and print the report (exit 0 either way)."""
     args = parse_args(argv)
@@ -1164,14 +1244,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench.agent.write_text(AGENT)
         load_before = os.getloadavg()[0]
         started = time.monotonic()
-        death, settle = asyncio.run(latency_measures(bench, args.quick))
+        death: dict[str, list[float]] = {}
+        settle: dict[str, list[float]] = {}
+        if args.only is None:
+            death, settle = asyncio.run(latency_measures(bench, args.quick))
+        against = export_tree(bench, args.against) if args.against else None
         log(f"3. idle supervisor: {idle_seconds:g} s, RunLoop and baseline side by side")
-        idle = measure_idle(bench, idle_seconds)
+        idle = measure_idle(bench, idle_seconds, against)
         floods: dict[str, FloodResult] = {}
-        for mode in ("baseline-pty", "pty", "baseline-pipes", "pipes"):
+        for mode in ("baseline-pty", "pty", "baseline-pipes", "pipes") if not args.only else ():
             log(f"4. flood of {args.lines:,} lines: {mode}")
             floods[mode] = measure_flood(bench, mode, args.lines)
-        rows = build_rows(death, settle, idle, idle_seconds, floods, args.lines)
+        rows = build_rows(death, settle, idle, idle_seconds, floods, args.lines, args.against)
         lines = [
             f"## Engine benchmark ({time.strftime('%Y-%m-%d %H:%M %Z')})",
             "",
@@ -1179,7 +1263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             fsync_probe(root),
             load_line(load_before),
             f"- workspaces: {args.files} files each; contract: two gates (`sh -c 'date ...'`), "
-            f"settle {SETTLE_S:g} s; {'--quick' if args.quick else 'full run'}, "
+            f"settle {SETTLE_S:g} s; {'--quick' if args.quick else 'full run'}"
+            f"{', part 3 only' if args.only else ''}, "
             f"{time.monotonic() - started:.0f} s",
             "",
             *render(rows),
@@ -1193,18 +1278,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines.append("Every SPEC 13 engine target is met.")
         if informed:
             lines.append("Over the bound, for information: " + "; ".join(informed) + ".")
-        paella_idle = idle[0]
-        lines += ["", *timeline(death)]
-        lines += [
-            "",
-            "Idle CPU by thread (RunLoop child, CPU seconds over the window): "
-            + ", ".join(
-                f"{name} {spent:.3f} s"
-                for name, spent in sorted(paella_idle.threads.items(), key=lambda kv: -kv[1])
-                if spent > 0
-            )
-            + f"; child processes reaped {paella_idle.children_cpu:.3f} s.",
-        ]
+        if death:
+            lines += ["", *timeline(death)]
+        for key, label in (("paella", "RunLoop child"), ("against", f"RunLoop of {args.against}")):
+            if key in idle:
+                lines += ["", thread_line(label, idle[key])]
         print("\n".join(lines), flush=True)
     return 0
 

@@ -203,16 +203,15 @@ def _is_dir(path: str) -> bool:
 class FlapGuard:
     """Counts the bursts reported within a window: more than the limit is flapping."""
 
-    def __init__(self, limit: int, window: float) -> None:
-        self.limit = limit
-        self.window = window
+    def __init__(self) -> None:
         self._fires: deque[float] = deque()
 
-    def fire(self, now: float) -> bool:
-        """Note a report at ``now`` (monotonic) and return True, or False when it is one too many."""
-        while self._fires and now - self._fires[0] > self.window:
+    def fire(self, now: float, limit: int, window: float) -> bool:
+        """Note a report at ``now`` (monotonic) and return True, or False when it is one more
+        than ``limit`` within ``window`` seconds (read at each report: they can be changed)."""
+        while self._fires and now - self._fires[0] > window:
             self._fires.popleft()
-        if len(self._fires) >= self.limit:
+        if len(self._fires) >= limit:
             return False
         self._fires.append(now)
         return True

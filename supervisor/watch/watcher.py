@@ -115,7 +115,7 @@ class WorkspaceWatcher:
             else None
         )
         self._paused = False
-        self._flaps = FlapGuard(flap_limit, flap_window)
+        self._flaps = FlapGuard()
         self._burst: set[str] = set()
         self._burst_token = 0
         self._classifier = Classifier(self._rules, workspace.git)
@@ -490,7 +490,7 @@ class WorkspaceWatcher:
         self._classifier.new_burst()
         if self._paused or not self._burst:
             return
-        if not self._flaps.fire(time.monotonic()):
+        if not self._flaps.fire(time.monotonic(), self.flap_limit, self.flap_window):
             self._paused = True
             if self.on_flapping is not None:
                 self.on_flapping(flapping_message(self._burst, self.flap_limit, self.flap_window))
