@@ -63,6 +63,12 @@ from typing import Any
 import psutil
 import watchfiles
 
+# Run as a script (``python benchmarks/engine.py``, as its children are), Python puts only this
+# folder on sys.path, and the editable install maps only paella_tui: add the repository root,
+# last, so that a child given another tree on PYTHONPATH (``--against``) imports that tree.
+if not __package__:
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+
 from benchmarks.harness import (
     AGENT_PRELUDE,
     clean_env,
@@ -516,7 +522,14 @@ def emit_json(data: dict[str, Any]) -> None:
 def emit_ready() -> None:
     """Tell the parent the idle window may start, with our threads' names by native id."""
     threads = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
-    emit_json({"ready": True, "rss": psutil.Process().memory_info().rss, "threads": threads})
+    emit_json(
+        {
+            "ready": True,
+            "rss": psutil.Process().memory_info().rss,
+            "threads": threads,
+            "engine": str(sys.modules[RunLoop.__module__].__file__),
+        }
+    )
 
 
 async def child_idle(workspace: Path) -> None:
@@ -738,6 +751,9 @@ def measure_idle(bench: Bench, seconds: float, against: Path | None) -> dict[str
         kids["against"] = spawn_child("idle", other, tree=against)
     try:
         ready = {name: read_json_line(proc) for name, proc in kids.items()}
+        for name, said in ready.items():
+            if "engine" in said:
+                log(f"  {name}: the run loop of {said['engine']}")
         ps = {name: psutil.Process(proc.pid) for name, proc in kids.items()}
         start_wall = last_wall = time.monotonic()
         start_cpu = {n: process_cpu(p) for n, p in ps.items()}
