@@ -738,9 +738,12 @@ class IdleResult:
         return max(self.rss_samples)
 
 
-def measure_idle(bench: Bench, seconds: float, against: Path | None) -> dict[str, IdleResult]:
+def measure_idle(
+    bench: Bench, seconds: float, against: Path | None, warmup: float = 0.0
+) -> dict[str, IdleResult]:
     """Measure 3: the paella child and the baseline child (and the child of the code in
-    ``against``, in a workspace of its own), sampled at the same time."""
+    ``against``, in a workspace of its own), sampled at the same time, ``warmup`` seconds after
+    they said they were ready."""
     workspace = make_workspace(bench, "idle", agent=["sleep", "3600"])
     kids = {
         "paella": spawn_child("idle", workspace),
@@ -754,6 +757,9 @@ def measure_idle(bench: Bench, seconds: float, against: Path | None) -> dict[str
         for name, said in ready.items():
             if "engine" in said:
                 log(f"  {name}: the run loop of {said['engine']}")
+        if warmup:
+            log(f"  warm-up: {warmup:g} s")
+            time.sleep(warmup)
         ps = {name: psutil.Process(proc.pid) for name, proc in kids.items()}
         start_wall = last_wall = time.monotonic()
         start_cpu = {n: process_cpu(p) for n, p in ps.items()}
@@ -952,7 +958,8 @@ def build_rows(
         rows += death_rows(death)
     if settle:
         rows += settle_rows(settle)
-    rows += idle_rows(idle, idle_seconds, against)
+    if idle:
+        rows += idle_rows(idle, idle_seconds, against)
     if floods:
         rows += flood_rows(floods, lines)
     return rows
@@ -1210,12 +1217,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--keep", type=Path, metavar="DIR", help="build everything in DIR (new) and keep it"
     )
-    parser.add_argument("--only", choices=["idle"], help="run part 3 alone (the idle supervisor)")
+    parser.add_argument(
+        "--only",
+        choices=["settle", "idle"],
+        help="run part 2 alone (last change + settle → gate started), or part 3 (idle)",
+    )
     parser.add_argument(
         "--against",
         metavar="REF",
         help="part 3 also runs the RunLoop of the code at REF (a commit of this repository, "
         "`git archive`d into the run's folder), side by side, in a workspace of its own",
+    )
+    parser.add_argument(
+        "--idle-warmup",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="part 3 samples this many seconds after the children are ready (default 0)",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workspace", type=Path, help=argparse.SUPPRESS)
@@ -1223,12 +1241,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def latency_measures(
-    bench: Bench, quick: bool
+    bench: Bench, quick: bool, only: str | None
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Measures 1 and 2, in this process."""
+    """Measures 1 and 2 (or 2 alone), in this process."""
     n_death, n_loop, n_settle = (6, 3, 4) if quick else (20, 10, 10)
-    log(f"1. agent exit → death noticed: {n_death} rounds of 3, then {n_loop * 2} RunLoops")
-    death = await measure_death(bench, n_death, n_loop)
+    death: dict[str, list[float]] = {}
+    if only is None:
+        log(f"1. agent exit → death noticed: {n_death} rounds of 3, then {n_loop * 2} RunLoops")
+        death = await measure_death(bench, n_death, n_loop)
     log(f"2. last change + settle → gate started: {n_settle} rounds")
     settle = await measure_settle(bench, n_settle)
     return death, settle
@@ -1262,11 +1282,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.monotonic()
         death: dict[str, list[float]] = {}
         settle: dict[str, list[float]] = {}
-        if args.only is None:
-            death, settle = asyncio.run(latency_measures(bench, args.quick))
-        against = export_tree(bench, args.against) if args.against else None
-        log(f"3. idle supervisor: {idle_seconds:g} s, RunLoop and baseline side by side")
-        idle = measure_idle(bench, idle_seconds, against)
+        if args.only in (None, "settle"):
+            death, settle = asyncio.run(latency_measures(bench, args.quick, args.only))
+        idle: dict[str, IdleResult] = {}
+        if args.only in (None, "idle"):
+            against = export_tree(bench, args.against) if args.against else None
+            log(f"3. idle supervisor: {idle_seconds:g} s, RunLoop and baseline side by side")
+            idle = measure_idle(bench, idle_seconds, against, args.idle_warmup)
         floods: dict[str, FloodResult] = {}
         for mode in ("baseline-pty", "pty", "baseline-pipes", "pipes") if not args.only else ():
             log(f"4. flood of {args.lines:,} lines: {mode}")
@@ -1280,7 +1302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_line(load_before),
             f"- workspaces: {args.files} files each; contract: two gates (`sh -c 'date ...'`), "
             f"settle {SETTLE_S:g} s; {'--quick' if args.quick else 'full run'}"
-            f"{', part 3 only' if args.only else ''}, "
+            f"{f', --only {args.only}' if args.only else ''}"
+            f"{f', idle warm-up {args.idle_warmup:g} s' if args.idle_warmup else ''}, "
             f"{time.monotonic() - started:.0f} s",
             "",
             *render(rows),

@@ -2,24 +2,33 @@
 
 A watch is a ``watchfiles`` ``RustNotify``: notify's own (Rust) threads block on inotify, or
 poll, and gather the events; the Python side has to ask each watch for them, and every ask
-sleeps a step first. A watcher has up to two watches per plan (flat folders, deep folders; more
-for a moment while a re-plan swaps them), and one thread each woke every step. Here one thread
+sleeps a step first. A plan needs two watches: ``RustNotify`` takes one ``recursive`` flag for
+all its paths, and the flat folders (the root and the other ancestors of pruned folders) must
+not be watched recursively, or ``.git/objects`` and every ignored ``node_modules`` would be too;
+the deep folders must be, so that notify itself watches their new subfolders. (A re-plan runs
+two sets for a moment.) They used to have a thread each, waking every step. Here one thread
 asks them in turn, each for its share of the step (``STEP_MS`` / the number of watches), so
-every watch is looked at once a step, as before, with one thread instead of one per watch; after
-about 2 s without a change, each for a whole step (half the wake-ups while idle; the first change
-after the quiet is handed over at most a step later).
+every watch is looked at once a step, as with a thread each (a batch is handed over 50 ms after
+its change on average, at most 75: sooner than with a thread each, 75 and 100). After 30 s
+without a change, each is asked for a whole step: half the wake-ups, which is what idle costs,
+and the first change after such a quiet is handed over up to a step later (100 ms on average,
+at most 150); the ones after it, within a share again. The asks carry no stop event
+(watchfiles would call its ``is_set`` every step, a Python call each wake-up): the thread looks
+at its own between two asks.
 
 A watch is set up (:meth:`Stream.open`, blocking: it adds one inotify watch per folder, or makes
 the first poll scan) outside this thread, by the watcher's worker; it exists, and sees every
 change from then on, once ``open`` returns. Errors (the watch limit at setup, a file name that
-is not UTF-8 later) are handed to the watcher like batches are.
+is not UTF-8 later) are handed to the watcher like batches are. Closing a watch asks notify's
+thread to close its inotify handle: :meth:`Stream.wait_released` waits for that.
 
 Latency and cost: a batch is handed over ``STEP_MS`` after its last event (at most
 ``DEBOUNCE_MS`` into a continuous burst), git classifies it (a few ms), and the settle timer
-starts. Measured with a 25 ms step and a thread per watch: ``on_settled`` fired settle + 52 ms
-(median; max 57) after the last change with inotify, settle + ~400 ms when polling; the 50 ms
-step adds up to 25 ms to that. The thread takes the GIL once per watch and step (a batch in
-the flat or the deep watch is handed over a share of the step after its last event).
+starts. Measured with a 25 ms step
+and a thread per watch: ``on_settled`` fired settle + 52 ms (median; max 57) after the last
+change with inotify, settle + ~400 ms when polling. Idle, the one thread costs less than the
+two did: 0.12 % of a core against 0.16 % (``benchmarks/engine.py --only idle --against``, side
+by side; benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -45,8 +54,8 @@ POLL_DELAY_MS = 500
 """Scan interval in polling mode."""
 _MIN_STEP_MS = 10
 """The shortest share of a step a watch is asked for (while a re-plan runs two sets)."""
-_QUIET_ROUNDS = 40
-"""Rounds without a change (about 2 s) after which each watch is asked for a whole step."""
+_QUIET_S = 30.0
+"""Seconds without a change after which each watch is asked for a whole step."""
 _JOIN_TIMEOUT = 5.0
 
 Post = Callable[[tuple[Any, ...]], None]
@@ -196,20 +205,21 @@ class WatchThread:
             return list(self._streams)
 
     def _main(self) -> None:
-        quiet_rounds = 0
+        last_change = time.monotonic()
         while not self._stop.is_set():
             streams = self._live()
             if not streams:
                 self._wake.wait(STEP_MS / 1000)
                 self._wake.clear()
                 continue
-            # While changes come, each watch is asked in turn for a share of the step: every one
-            # is looked at once a step, as with a thread per watch. After a quiet while each gets
-            # a whole step: half the wake-ups, and the first change after the quiet is handed
-            # over at most one step later (the ones after it, within a share again).
-            active = quiet_rounds < _QUIET_ROUNDS
-            step = max(STEP_MS // len(streams), _MIN_STEP_MS) if active else STEP_MS
-            quiet_rounds += 1
+            # Each watch is asked in turn for a share of the step, so every one is looked at once
+            # a step, as with a thread per watch. After a quiet while, each for a whole step:
+            # half the wake-ups, and the first change after the quiet is handed over up to a
+            # step later (the ones after it, within a share again).
+            if time.monotonic() - last_change < _QUIET_S:
+                step = max(STEP_MS // len(streams), _MIN_STEP_MS)
+            else:
+                step = STEP_MS
             for stream in streams:
                 try:
                     result = stream.collect(step)
@@ -222,7 +232,7 @@ class WatchThread:
                         self._post(("error", stream, exc))
                     continue
                 if isinstance(result, set) and result:
-                    quiet_rounds = 0
+                    last_change = time.monotonic()
                     changes = {(watchfiles.Change(change), path) for change, path in result}
                     self._post(("changes", stream, changes))
 
