@@ -204,8 +204,8 @@ def _bursts(repo: Path, index: Path, files: int, rounds: int) -> list[Burst]:
                 own0, kids0 = _cpu(proc)
                 threads0 = _threads(child.pid)
                 log(f"round {n + 1}, {what}: {files:,} files")
-                # A new folder each round: the watcher does not see a watched folder that was
-                # deleted and made again (a known gap, left to the watcher's owner).
+                # A new folder each round keeps the rounds alike (a watched folder deleted and
+                # made again is watched again now: tests/test_watcher_rewatch.py).
                 top = repo / f"vendor{n}"
                 if what == "create":
                     _write(top, files)

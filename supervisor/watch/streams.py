@@ -8,8 +8,9 @@ not be watched recursively, or ``.git/objects`` and every ignored ``node_modules
 the deep folders must be, so that notify itself watches their new subfolders. (A re-plan runs
 two sets for a moment.) They used to have a thread each, waking every step. Here one thread
 asks them in turn, each for its share of the step (``STEP_MS`` / the number of watches), so
-every watch is looked at once a step, as with a thread each (a batch is handed over 50 ms after
-its change on average, at most 75: sooner than with a thread each, 75 and 100). After 30 s
+every watch is looked at once a step, as with a thread each (by the arithmetic of the steps, a
+single change is handed over 50 ms after it on average, at most 75; with a thread each, 75 and
+100). After 30 s
 without a change, each is asked for a whole step: half the wake-ups, which is what idle costs,
 and the first change after such a quiet is handed over up to a step later (100 ms on average,
 at most 150); the ones after it, within a share again. The asks carry no stop event
@@ -22,13 +23,14 @@ change from then on, once ``open`` returns. Errors (the watch limit at setup, a 
 is not UTF-8 later) are handed to the watcher like batches are. Closing a watch asks notify's
 thread to close its inotify handle: :meth:`Stream.wait_released` waits for that.
 
-Latency and cost: a batch is handed over ``STEP_MS`` after its last event (at most
+Latency and cost: a batch is handed over a step or less after its last event (at most
 ``DEBOUNCE_MS`` into a continuous burst), git classifies it (a few ms), and the settle timer
-starts. Measured with a 25 ms step
-and a thread per watch: ``on_settled`` fired settle + 52 ms (median; max 57) after the last
-change with inotify, settle + ~400 ms when polling. Idle, the one thread costs less than the
-two did: 0.12 % of a core against 0.16 % (``benchmarks/engine.py --only idle --against``, side
-by side; benchmarks/README.md).
+starts. Measured with a 25 ms step and a thread per watch: ``on_settled`` fired settle + 52 ms
+(median; max 57) after the last change with inotify, settle + ~400 ms when polling. Idle, the
+one thread costs less than the two did: 0.14 % of a core against 0.17 % (the watcher's threads
+in ``benchmarks/engine.py --only idle --against REF --idle-warmup 35``, side by side;
+benchmarks/README.md). It cannot cost much less with watchfiles at this latency: each look is a
+wake-up, and each watch must be looked at every step or so.
 """
 
 from __future__ import annotations

@@ -271,15 +271,18 @@ class WorkspaceWatcher:
 
     def _start_set(self, plan: WatchPlan, *, started: float) -> None:
         polling = self._mode == "polling"
-        streams = []
-        if plan.flat:
-            streams.append(self._stream(plan.flat, recursive=False, polling=polling))
-        if plan.deep:
-            streams.append(self._stream(plan.deep, recursive=True, polling=polling))
+        skip = self._skip_unreadable
+        streams = [
+            Stream(paths, recursive=deep, polling=polling, skip_unreadable=skip)
+            for paths, deep in ((plan.flat, False), (plan.deep, True))
+            if paths
+        ]
         previous = self._current.plan.deep if self._current else plan.deep
-        # Folders made again are new too: files may have landed there before the new watch.
-        renewed, self._renewed = self._renewed, set()
-        new_roots = tuple(p for p in plan.deep if p not in previous or p in renewed)
+        # Folders made again, and what is in them, are new too: files may be there unseen.
+        renewed, self._renewed = tuple(p + os.sep for p in self._renewed), set()
+        new_roots = tuple(
+            p for p in plan.deep if p not in previous or (p + os.sep).startswith(renewed)
+        )
         watch_set = WatchSet(plan, polling, self._skip_unreadable, streams, started, new_roots)
         if self._starting is not None:
             self._retire(self._starting)
@@ -292,11 +295,6 @@ class WorkspaceWatcher:
         # "ready" (or its error) when done; the watch thread goes on with the current ones.
         self._loop.run_in_executor(
             self._executor, open_streams, streams, self._watch_thread, self._post
-        )
-
-    def _stream(self, paths: Sequence[str], *, recursive: bool, polling: bool) -> Stream:
-        return Stream(
-            paths, recursive=recursive, polling=polling, skip_unreadable=self._skip_unreadable
         )
 
     def _retire(self, watch_set: WatchSet) -> None:
