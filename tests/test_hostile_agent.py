@@ -136,15 +136,15 @@ def test_forged_and_broken_ledger_records_are_named_skipped_and_never_rollback_t
     assert (p.repo / "ok.txt").read_text() == "ok\n"
 
 
-# This agent destroys the ledger: it waits until the mirror's copy of the ledger holds the
-# checkpoint's record too. That copy follows the record a moment later, in the background; an
+# This agent destroys the ledger: it waits until the mirror's copy of the ledger (its parts, one
+# a commit) holds the checkpoint's record too. That copy follows the record a moment later, in the background; an
 # agent that strikes inside that moment costs the ledger its newest record (README: what paella
 # cannot protect against), though the checkpoint's ref is in the mirror before the record exists.
 WAIT_FOR_MIRRORED_LEDGER = """\
 run=$(cat .git/paella/current)
 i=0
 until for m in "${PAELLA_MIRROR#file://}" "$XDG_STATE_HOME"/paella/*/mirror.git; do
-        git --git-dir="$m" show "refs/paella-state/$run:events.jsonl" 2>/dev/null
+        git --git-dir="$m" log -p "refs/paella-state/$run" 2>/dev/null
       done | grep -q '"kind": *"checkpoint"'; do
   i=$((i+1)); [ $i -gt 1200 ] && break; sleep 0.05
 done

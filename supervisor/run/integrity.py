@@ -19,7 +19,6 @@ from paella_tui.supervisor.run.frozen_contract import (
     recorded_contract_sha as recorded_contract_sha,
 )
 from paella_tui.supervisor.run.frozen_contract import restore_runs as restore_runs
-from paella_tui.supervisor.run.frozen_contract import sha256_hex as _sha
 from paella_tui.supervisor.run.frozen_contract import stamp as _stamp
 from paella_tui.supervisor.run.frozen_contract import verified_contract
 from paella_tui.supervisor.run.ledger import LedgerRead
@@ -39,20 +38,16 @@ def frozen_contract(
 def ledger_against_mirror(run: Run, *, restore: bool = False) -> list[str]:
     """Whether the ledger still begins with what the mirror holds; with ``restore``, put it back.
 
-    The mirror's copy is the ledger as of the last checkpoint: an append-only ledger always
-    extends it, so any difference in that prefix is an edit, a truncation or a deletion.
+    The mirror's copy is the ledger as of the last save: an append-only ledger always extends
+    it, so a ledger cut short, or one whose newest mirrored part changed (an edit there, or a
+    hash chain rewritten from any older record on), was edited, cut or deleted. Reading that
+    part costs what was added since the save before it, whatever the history's length (see
+    :mod:`~paella_tui.supervisor.store.mirror_ledger`).
     """
     mirror = Mirror.for_workspace(run.workspace)
     copy = mirror.state(run.run_id)
-    if copy is None or not copy.ledger_sha256:
-        return []
     path = run.ledger.path
-    try:
-        with path.open("rb") if path.is_file() else contextlib.nullcontext(None) as handle:
-            prefix = handle.read(copy.ledger_bytes) if handle is not None else b""
-    except OSError:
-        prefix = b""
-    if len(prefix) == copy.ledger_bytes and _sha(prefix) == copy.ledger_sha256:
+    if copy is None or not copy.part_sha256 or copy.extended_by(path):
         return []
     what = "is missing" if not path.exists() else "was edited or cut"
     finding = (
@@ -61,7 +56,7 @@ def ledger_against_mirror(run: Run, *, restore: bool = False) -> list[str]:
     )
     if restore:
         saved = mirror.read_file(run.run_id, LEDGER_NAME)
-        if saved is not None and _sha(saved) == copy.ledger_sha256:
+        if saved is not None and len(saved) == copy.ledger_bytes:
             with contextlib.suppress(OSError):
                 if path.exists():
                     os.replace(path, path.with_name(f"events.jsonl.changed-{_stamp()}"))

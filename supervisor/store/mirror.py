@@ -7,37 +7,50 @@ written with git itself, after each checkpoint and salvage snapshot:
 - ``refs/paella/<run-id>/...`` as paella created them, pushed create-only (a ref the agent moved
   in the repository never overwrites the mirror's), so a deleted ref or a ``git gc`` in the
   repository never loses a snapshot;
-- ``refs/paella-state/<run-id>``: a commit whose tree holds the run's ledger (``events.jsonl``)
-  and frozen contract (``contract.toml``), with their sizes and sha256 in its message, so a
-  reader can tell whether the repository's copies still extend what the mirror holds without
-  reading them.
+- ``refs/paella-state/<run-id>``: a chain of commits holding the run's ledger as append-only
+  parts and its frozen contract (``contract.toml``), each with sizes and sha256 in its message,
+  so a save costs the new records and a reader can tell whether the repository's copies still
+  extend what the mirror holds from the newest part alone (:mod:`mirror_ledger`).
 
 The local mirror starts as a hard-linked ``git clone --bare`` of the repository (objects shared
-cheaply, branches kept so that each push sends only new objects); the ``refs/paella`` a clone
-copies are dropped, since only what paella pushed itself is trusted.
+cheaply, branches kept so that each save copies only new objects); the ``refs/paella`` a clone
+copies are dropped, since only what paella wrote itself is trusted. paella writes a local mirror
+with plumbing, not ``git push`` (:mod:`mirror_local`: no ``receive-pack`` walk over every ref, no
+``gc --auto`` per checkpoint); a mirror elsewhere (``PAELLA_MIRROR=ssh://...``) is pushed to.
 
 Nothing here raises on a mirror that is unreachable: a failure is returned as text for a warning.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
-from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.mirror_ledger import (
+    CONTRACT_NAME,
+    PART_NAME,
+    WHOLE_NAME,
+    NewPart,
+    StateCopy,
+    assemble,
+    new_part,
+)
+from paella_tui.supervisor.store.mirror_local import LocalMirror, StateRaced, run_git
 from paella_tui.supervisor.store.workspace import Workspace
 
 MIRROR_ENV = "PAELLA_MIRROR"
 STATE_REF = "refs/paella-state"
-LEDGER_NAME = "events.jsonl"
-CONTRACT_NAME = "contract.toml"
-_TIMEOUT_S = 120.0
-_MESSAGE_FIELD = re.compile(r"^([a-z0-9-]+): (\S+)$", re.MULTILINE)
+LEDGER_NAME = WHOLE_NAME
+"""The run's ledger file (``read_file`` gives it back whole, from the parts)."""
+_RACES = 5
+"""Saves that lost the race for the state ref are retried this many times."""
+
+__all__ = ["CONTRACT_NAME", "LEDGER_NAME", "MIRROR_ENV", "STATE_REF", "Mirror", "StateCopy"]
 
 
 def state_home() -> Path:
@@ -52,16 +65,6 @@ def repository_key(workspace: Workspace) -> str:
     where = os.path.realpath(workspace.state_dir)
     name = re.sub(r"[^A-Za-z0-9._-]", "_", workspace.root.name)[:40] or "repo"
     return f"{name}-{hashlib.sha256(where.encode(errors='surrogateescape')).hexdigest()[:12]}"
-
-
-@dataclass(frozen=True)
-class StateCopy:
-    """What the mirror holds of one run's files: sizes and sha256 of its ledger and contract."""
-
-    commit: str
-    ledger_bytes: int
-    ledger_sha256: str
-    contract_sha256: str | None
 
 
 class Mirror:
@@ -87,6 +90,13 @@ class Mirror:
     def describe(self) -> str:
         """Where the mirror is, for messages."""
         return self.url
+
+    @property
+    def _store(self) -> LocalMirror | None:
+        """The local mirror's writer, when the mirror is on this machine and exists."""
+        if self.local is None or not (self.local / "HEAD").is_file():
+            return None
+        return LocalMirror(self.local, self.workspace.common_dir / "objects")
 
     def ensure(self) -> str | None:
         """Create the local mirror if it does not exist yet; a description of a failure, or None."""
@@ -129,79 +139,82 @@ class Mirror:
         *,
         state: bool = True,
     ) -> str | None:
-        """Push ``new_refs`` (ref -> commit, create-only) and, with ``state``, the run's ledger
-        and contract."""
+        """Copy ``new_refs`` (ref -> commit, create-only) and, with ``state``, what the run's
+        ledger and contract add to the mirror's copy."""
         problem = self.ensure()
         if problem:
             return problem
-        git = self.workspace.git
         try:
-            refspecs = []
-            refused = self._refuse_state(run_id, run_dir) if state else None
-            if state and refused is None:
-                commit = self._state_commit(git, run_id, run_dir)
-                refspecs.append(f"+{commit}:{STATE_REF}/{run_id}")
-            leases = []
-            for ref, commit in sorted((new_refs or {}).items()):
-                refspecs.append(f"{commit}:{ref}")
-                # An empty expected value: the push creates the ref and never moves an existing one.
-                leases.append(f"--force-with-lease={ref}:")
-            if refspecs:
-                self._push(git, leases, refspecs)
+            if new_refs:
+                store = self._store
+                if store is not None:
+                    store.copy_refs(new_refs)
+                else:
+                    self._push_refs(new_refs)
+            if state:
+                return self._save_state(run_id, run_dir)
         except (OSError, GitError) as err:
             return f"could not update the mirror {self.url}: {err}"
-        return refused
-
-    def _refuse_state(self, run_id: str, run_dir: Path) -> str | None:
-        """Why the run's files must not replace the mirror's copy: the ledger no longer extends
-        it, or the frozen contract differs from it (the mirror keeps the last good copy)."""
-        copy = self.state(run_id)
-        if copy is None:
-            return None
-        try:
-            ledger = run_dir / LEDGER_NAME
-            if not ledger.is_file():
-                return "the run's ledger is not a file: the mirror keeps its copy"
-            with ledger.open("rb") as handle:
-                prefix = handle.read(copy.ledger_bytes)
-            contract_path = run_dir / CONTRACT_NAME
-            contract = (
-                contract_path.read_bytes()
-                if copy.contract_sha256 and contract_path.is_file()
-                else b""
-            )
-        except OSError:
-            return f"the run's state in {run_dir} is unreadable: the mirror keeps its copy"
-        if len(prefix) != copy.ledger_bytes or hashlib.sha256(prefix).hexdigest() != (
-            copy.ledger_sha256
-        ):
-            return "the ledger no longer extends the mirror's copy: the mirror keeps its copy"
-        if copy.contract_sha256 and hashlib.sha256(contract).hexdigest() != copy.contract_sha256:
-            return "the frozen contract differs from the mirror's copy: the mirror keeps its copy"
         return None
 
-    def _state_commit(self, git: Git, run_id: str, run_dir: Path) -> str:
-        entries = []
-        lines = [f"paella state {run_id}", ""]
-        for name in (LEDGER_NAME, CONTRACT_NAME):
-            path = run_dir / name
-            if not path.is_file():
-                continue
-            data = path.read_bytes()
-            blob = git.out(["hash-object", "-w", "--stdin"], input=data)
-            entries.append(f"100644 blob {blob}\t{name}")
-            key = "ledger" if name == LEDGER_NAME else "contract"
-            lines.append(f"{key}-bytes: {len(data)}")
-            lines.append(f"{key}-sha256: {hashlib.sha256(data).hexdigest()}")
-        tree = git.out(["mktree"], input=("\n".join(entries) + "\n").encode())
-        return git.out(["commit-tree", tree], input=("\n".join(lines) + "\n").encode())
+    def _save_state(self, run_id: str, run_dir: Path) -> str | None:
+        """Append the ledger's new bytes to the mirror's copy; why not, when it must not be."""
+        ref = f"{STATE_REF}/{run_id}"
+        for _ in range(_RACES):
+            tip = self.state(run_id)
+            part = new_part(tip, run_dir / LEDGER_NAME, run_dir / CONTRACT_NAME)
+            if isinstance(part, str):
+                return part
+            if tip is not None and tip.parts and not part.data:
+                return None  # nothing new since the last save
+            store = self._store
+            try:
+                if store is not None:
+                    store.write_state(ref, run_id, tip, part)
+                else:
+                    self._push_state(ref, run_id, tip, part)
+                return None
+            except StateRaced:
+                continue  # another paella saved first: what it saved is part of the next tip
+        return None
 
-    def _push(self, git: Git, leases: list[str], refspecs: list[str]) -> None:
+    def _push_refs(self, new_refs: dict[str, str]) -> None:
+        refspecs, leases = [], []
+        for ref, commit in sorted(new_refs.items()):
+            refspecs.append(f"{commit}:{ref}")
+            # An empty expected value: the push creates the ref and never moves an existing one.
+            leases.append(f"--force-with-lease={ref}:")
+        self._push(leases, refspecs)
+
+    def _push_state(self, ref: str, run_id: str, tip: StateCopy | None, part: NewPart) -> None:
+        """The state commit built in the repository, pushed to a remote mirror (moved only from
+        ``tip``)."""
+        git = self.workspace.git
+        entries = [
+            f"100644 blob {git.out(['hash-object', '-w', '--stdin'], input=part.data)}\t{PART_NAME}"
+        ]
+        if part.contract is not None:
+            blob = git.out(["hash-object", "-w", "--stdin"], input=part.contract)
+            entries.append(f"100644 blob {blob}\t{CONTRACT_NAME}")
+        tree = git.out(["mktree"], input=("\n".join(entries) + "\n").encode())
+        parents = ["-p", tip.commit] if tip is not None else []
+        message = part.state(tip).message(run_id).encode()
+        commit = git.out(["commit-tree", tree, *parents], input=message)
+        lease = f"--force-with-lease={ref}:{tip.commit if tip is not None else ''}"
+        try:
+            self._push([lease], [f"+{commit}:{ref}"])
+        except GitError as err:
+            if "stale info" in err.stderr or "rejected" in err.stderr:
+                raise StateRaced(err.stderr) from err
+            raise
+
+    def _push(self, leases: list[str], refspecs: list[str]) -> None:
+        git = self.workspace.git
         args = ["push", "--quiet", "--no-verify", *leases, self.url, *refspecs]
         proc = git.run(args, check=False)
         if proc.returncode != 0:
             said = proc.stderr.decode(errors="replace")
-            if "stale info" in said:
+            if "stale info" in said and not any(r.startswith("+") for r in refspecs):
                 # A ref the mirror already holds is never replaced; git pushed the others.
                 return
             raise GitError(args, proc.returncode, said)
@@ -211,6 +224,9 @@ class Mirror:
         if self.local is not None and not (self.local / "HEAD").is_file():
             return {}
         try:
+            store = self._store
+            if store is not None:
+                return store.refs(f"{self.workspace.ref_namespace}/{run_id}/")
             out = self._git(["ls-remote", self.url, f"refs/paella/{run_id}/*"])
         except (OSError, GitError):
             return None
@@ -221,44 +237,96 @@ class Mirror:
         return found
 
     def state(self, run_id: str) -> StateCopy | None:
-        """What the mirror holds of the run's ledger and contract, or None if nothing."""
-        commit = self._resolve(f"{STATE_REF}/{run_id}")
-        if commit is None:
+        """What the mirror holds of the run's ledger and contract (its newest state commit), or
+        None if nothing."""
+        ref = f"{STATE_REF}/{run_id}"
+        if self.local is None:
+            fetched = self._fetch_state(ref)
+            if fetched is None:
+                return None
+            ref = fetched
+        elif not (self.local / "HEAD").is_file():
             return None
         try:
-            message = self._read(["cat-file", "commit", commit]).decode(errors="replace")
+            found = self._objects([ref])
         except (OSError, GitError):
             return None
-        fields = dict(_MESSAGE_FIELD.findall(message))
-        try:
-            size = int(fields.get("ledger-bytes", "0"))
-        except ValueError:
-            size = 0
-        return StateCopy(
-            commit, size, fields.get("ledger-sha256", ""), fields.get("contract-sha256")
-        )
+        if not found or found[0] is None:
+            return None
+        oid, kind, data = found[0]
+        return StateCopy.parse(oid, data) if kind == "commit" else None
 
     def read_file(self, run_id: str, name: str) -> bytes | None:
-        """The mirror's copy of a run's ``events.jsonl`` or ``contract.toml``, or None."""
+        """The mirror's copy of a run's ``events.jsonl`` (put together from its parts) or
+        ``contract.toml``, or None."""
         copy = self.state(run_id)
         if copy is None:
             return None
         try:
-            return self._read(["cat-file", "blob", f"{copy.commit}:{name}"])
+            if name != LEDGER_NAME:
+                found = self._objects([f"{copy.commit}:{name}"])
+                return found[0][2] if found and found[0] is not None else None
+            return self._ledger(copy)
         except (OSError, GitError):
             return None
+
+    def _ledger(self, tip: StateCopy) -> bytes | None:
+        """The whole ledger from the state chain that ends at ``tip``."""
+        chain = [tip]
+        if tip.parts and tip.part_from > 0:
+            # Read on a restore only: the chain's commits in one batch, not one by one.
+            listed = self._read(["rev-list", "--first-parent", tip.commit]).decode().split()
+            found = self._objects(listed)
+            if any(f is None for f in found):
+                return None
+            chain = _until_whole([StateCopy.parse(f[0], f[2]) for f in found if f is not None])
+        blobs = [f"{c.commit}:{PART_NAME if c.parts else WHOLE_NAME}" for c in chain]
+        found = self._objects(blobs)
+        if any(f is None for f in found):
+            return None
+        return assemble([(c, f[2]) for c, f in zip(chain, found, strict=True) if f is not None])
+
+    def _objects(self, names: list[str]) -> list[tuple[str, str, bytes] | None]:
+        """``cat-file --batch`` of ``names`` where the mirror's objects are: (id, type, data)
+        of each, None for one that is missing."""
+        out = self._read(["cat-file", "--batch"], input="".join(f"{n}\n" for n in names).encode())
+        found: list[tuple[str, str, bytes] | None] = []
+        pos = 0
+        for _ in names:
+            end = out.index(b"\n", pos)
+            header = out[pos:end].decode(errors="replace").split()
+            pos = end + 1
+            if len(header) != 3 or header[1] == "missing":
+                found.append(None)
+                continue
+            size = int(header[2])
+            found.append((header[0], header[1], out[pos : pos + size]))
+            pos += size + 1
+        return found
 
     def run_ids(self) -> list[str]:
         """The runs the mirror holds state for, oldest first."""
         try:
-            out = self._git(["ls-remote", self.url, f"{STATE_REF}/*"])
+            store = self._store
+            if store is not None:
+                refs = list(store.refs(f"{STATE_REF}/"))
+            elif self.local is not None:
+                return []
+            else:
+                out = self._git(["ls-remote", self.url, f"{STATE_REF}/*"])
+                refs = [line.partition("\t")[2] for line in out.splitlines()]
         except (OSError, GitError):
             return []
-        return sorted(line.rpartition("/")[2] for line in out.splitlines() if "\t" in line)
+        return sorted(ref.rpartition("/")[2] for ref in refs if ref)
 
     def forget(self, run_id: str) -> None:
         """Delete a run's refs and state from the mirror (``paella prune``), best effort."""
         refs = [*(self.refs(run_id) or {}), f"{STATE_REF}/{run_id}"]
+        store = self._store
+        if store is not None:
+            with contextlib.suppress(GitError):
+                store.delete_refs(refs)
+            return
         self.workspace.git.run(
             ["push", "--quiet", "--no-verify", self.url, *(f":{ref}" for ref in refs)], check=False
         )
@@ -271,16 +339,10 @@ class Mirror:
         )
         return proc.returncode == 0
 
-    def _resolve(self, ref: str) -> str | None:
-        if self.local is not None:
-            if not (self.local / "HEAD").is_file():
-                return None
-            proc = self._run(["--git-dir", str(self.local), "rev-parse", "--verify", "-q", ref])
-            return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
-        # A remote mirror: bring the state commit into the repository to read it.
-        git = self.workspace.git
+    def _fetch_state(self, ref: str) -> str | None:
+        """A remote mirror's state ref, brought into the repository to read it: the local name."""
         fetched = f"refs/paella-mirror/{ref.removeprefix('refs/')}"
-        proc = git.run(
+        proc = self.workspace.git.run(
             [
                 "fetch",
                 "--quiet",
@@ -291,15 +353,15 @@ class Mirror:
             ],
             check=False,
         )
-        return git.rev_parse(fetched) if proc.returncode == 0 else None
+        return fetched if proc.returncode == 0 else None
 
-    def _read(self, args: list[str]) -> bytes:
+    def _read(self, args: list[str], *, input: bytes | None = None) -> bytes:
         if self.local is not None:
-            proc = self._run(["--git-dir", str(self.local), *args])
+            proc = self._run(["--git-dir", str(self.local), *args], input=input)
             if proc.returncode != 0:
                 raise GitError(args, proc.returncode, proc.stderr.decode(errors="replace"))
             return proc.stdout
-        return self.workspace.git.run(args).stdout
+        return self.workspace.git.run(args, input=input).stdout
 
     def _git(self, args: list[str], *, input: str | None = None, cwd: Path | None = None) -> str:
         proc = self._run(args, input=input.encode() if input else None, cwd=cwd)
@@ -310,17 +372,13 @@ class Mirror:
     def _run(
         self, args: list[str], *, input: bytes | None = None, cwd: Path | None = None
     ) -> subprocess.CompletedProcess[bytes]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_DIR")}
-        env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-        try:
-            return subprocess.run(
-                ["git", *args],
-                cwd=cwd or self.workspace.root,
-                env=env,
-                input=input,
-                capture_output=True,
-                timeout=_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as err:
-            raise GitError(args, -1, f"no answer within {_TIMEOUT_S:.0f}s") from err
+        return run_git(args, cwd=cwd or self.workspace.root, input=input)
+
+
+def _until_whole(chain: list[StateCopy]) -> list[StateCopy]:
+    """``chain`` cut after the first copy that starts the ledger (a part from 0, or a whole copy
+    from before the parts)."""
+    for index, copy in enumerate(chain):
+        if not copy.parts or copy.part_from == 0:
+            return chain[: index + 1]
+    return chain

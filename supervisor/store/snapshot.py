@@ -164,6 +164,12 @@ class Snapshotter:
                 return snap
             except _NeedFullScan:
                 pass
+            except GitError as err:
+                # Objects the private index names were pruned (an agent's `git gc --prune=now`):
+                # the full scan rebuilds the index. Anything else is an error.
+                if not _MISSING_OBJECT.search(str(err)):
+                    self.changes.gap()
+                    raise
             except BaseException:
                 self.changes.gap()
                 raise

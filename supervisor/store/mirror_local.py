@@ -1,0 +1,211 @@
+"""Writing a mirror on this machine directly: objects and refs in, without ``git push``.
+
+A push to a local bare repository runs ``receive-pack`` there, which walks every object the new
+refs reach against all the mirror's refs (its connectivity check) and then ``gc --auto``: most of
+a checkpoint's time. paella knows what it writes, so it writes it itself, in an order that keeps
+the mirror's one promise (every ref it holds reaches only objects it holds, whenever paella is
+killed):
+
+1. ``pack-objects --revs`` run in the mirror, with the repository's object folder as a
+   temporary alternate (``GIT_ALTERNATE_OBJECT_DIRECTORIES``, for that one process), packs what
+   the new commits reach and the mirror's newest refs of the run do not (``^tip``: whatever a
+   mirror ref reaches, the mirror holds) into a pack of the mirror's own. A pack becomes
+   visible only once whole (git renames it into place, index last);
+2. then ``update-ref --stdin`` creates the refs, create-only (a ref the mirror already holds is
+   never moved); a kill before this step leaves unreferenced objects, never a ref without them.
+
+The run's ledger and contract go in through ``fast-import`` (:mod:`mirror_ledger`), which
+writes its objects before it moves the state ref, and moves it only forward (a save that raced
+another one is refused and retried).
+
+Small packs and loose objects add up (two or three a checkpoint); once there are
+:data:`PACKS_BEFORE_REPACK` packs, a geometric repack rolls the small ones (and the loose
+objects) into one, leaving the big pack the mirror was cloned with alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.store.mirror_ledger import (
+    CONTRACT_NAME,
+    PART_NAME,
+    WHOLE_NAME,
+    NewPart,
+    StateCopy,
+)
+
+TIMEOUT_S = 120.0
+PACKS_BEFORE_REPACK = 24
+_NEGATIVES = 8
+"""At most this many of the mirror's refs bound what is packed (more only slow the walk)."""
+_NUMBERED = re.compile(r"^(.*)/(\d+)$")
+
+
+class StateRaced(Exception):
+    """Another save moved the state ref first: read it again and retry."""
+
+
+def run_git(
+    args: list[str],
+    *,
+    cwd: Path,
+    input: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run git with the caller's repository variables scrubbed (a mirror is not the workspace)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_DIR", "GIT_OBJECT"))}
+    full.pop("GIT_ALTERNATE_OBJECT_DIRECTORIES", None)
+    full.pop("GIT_INDEX_FILE", None)
+    full.pop("GIT_WORK_TREE", None)
+    full.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", **(env or {}))
+    try:
+        return subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=full,
+            input=input,
+            capture_output=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise GitError(args, -1, f"no answer within {TIMEOUT_S:.0f}s") from err
+
+
+class LocalMirror:
+    """A bare mirror repository on this machine, written with plumbing."""
+
+    def __init__(self, path: Path, objects: Path) -> None:
+        self.path = path
+        self.objects = objects
+        """The repository's object folder, where new objects are read from."""
+
+    def git(
+        self, args: list[str], *, input: bytes | None = None, env: Mapping[str, str] | None = None
+    ) -> bytes:
+        """Run git in the mirror; its stdout, or a GitError."""
+        proc = run_git(["--git-dir", str(self.path), *args], cwd=self.path, input=input, env=env)
+        if proc.returncode != 0:
+            raise GitError(args, proc.returncode, proc.stderr.decode(errors="replace"))
+        return proc.stdout
+
+    def refs(self, *prefixes: str) -> dict[str, str]:
+        """The mirror's refs under ``prefixes`` (ref -> object id)."""
+        out = self.git(["for-each-ref", "--format=%(objectname) %(refname)", *prefixes])
+        found = {}
+        for line in out.decode(errors="surrogateescape").splitlines():
+            oid, _, ref = line.partition(" ")
+            if ref:
+                found[ref] = oid
+        return found
+
+    def copy_refs(self, new_refs: Mapping[str, str]) -> None:
+        """Create ``new_refs`` (ref -> commit) in the mirror, with every object they reach;
+        refs the mirror already holds are left as they are."""
+        prefixes = sorted({_run_prefix(ref) + "/" for ref in new_refs})
+        have = self.refs(*prefixes, "refs/heads/")
+        todo = {ref: commit for ref, commit in new_refs.items() if ref not in have}
+        if not todo:
+            return
+        revs = [*dict.fromkeys(todo.values()), *(f"^{oid}" for oid in _bounds(have))]
+        self.git(
+            ["pack-objects", "--revs", "-q", str(self.path / "objects" / "pack" / "pack")],
+            input="".join(f"{rev}\n" for rev in revs).encode(),
+            env={"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.objects)},
+        )
+        # Create-only: the zero old value refuses a ref that exists (another paella raced us).
+        batch = "".join(f"create {ref} {commit}\n" for ref, commit in sorted(todo.items()))
+        try:
+            self.git(["update-ref", "--stdin"], input=batch.encode())
+        except GitError:
+            # One ref of the batch appeared meanwhile: create the others one by one.
+            for ref, commit in sorted(todo.items()):
+                try:
+                    self.git(["update-ref", ref, commit, ""])
+                except GitError:
+                    if ref not in self.refs(ref):
+                        raise
+        self.maintain()
+
+    def delete_refs(self, refs: list[str]) -> None:
+        """Delete ``refs`` from the mirror (those that exist)."""
+        if refs:
+            batch = "".join(f"delete {ref}\n" for ref in refs)
+            self.git(["update-ref", "--stdin"], input=batch.encode())
+
+    def write_state(self, ref: str, run_id: str, tip: StateCopy | None, part: NewPart) -> None:
+        """Add ``part`` as the next state commit on ``ref`` (moved only forward from ``tip``);
+        :class:`StateRaced` when another save moved it first."""
+        copy = part.state(tip)
+        message = copy.message(run_id).encode()
+        stream = [b"feature done\n", _blob(1, part.data)]
+        if tip is None and part.contract is not None:
+            stream.append(_blob(2, part.contract))
+        stream += [
+            f"commit {ref}\nmark :3\n".encode(),
+            f"committer paella <paella@localhost> {int(time.time())} +0000\n".encode(),
+            f"data {len(message)}\n".encode() + message + b"\n",
+        ]
+        if tip is not None:
+            stream.append(f"from {tip.commit}\n".encode())
+            if not tip.parts:
+                stream.append(f"D {WHOLE_NAME}\n".encode())  # the whole copy from before
+        elif part.contract is not None:
+            stream.append(f"M 100644 :2 {CONTRACT_NAME}\n".encode())
+        stream += [f"M 100644 :1 {PART_NAME}\n\n".encode(), b"done\n"]
+        proc = run_git(
+            ["--git-dir", str(self.path), "fast-import", "--quiet", "--done"],
+            cwd=self.path,
+            input=b"".join(stream),
+        )
+        if proc.returncode != 0:
+            said = proc.stderr.decode(errors="replace")
+            if "Not updating" in said:
+                raise StateRaced(said)
+            raise GitError(["fast-import"], proc.returncode, said)
+
+    def maintain(self) -> None:
+        """Roll the small packs and loose objects into one once there are many (best effort)."""
+        try:
+            folder = os.scandir(self.path / "objects" / "pack")
+            packs = sum(1 for entry in folder if entry.name.endswith(".pack"))
+        except OSError:
+            return
+        if packs >= PACKS_BEFORE_REPACK:
+            run_git(
+                ["--git-dir", str(self.path), "repack", "--geometric=2", "-d", "-q"],
+                cwd=self.path,
+            )
+
+
+def _blob(mark: int, data: bytes) -> bytes:
+    return f"blob\nmark :{mark}\ndata {len(data)}\n".encode() + data + b"\n"
+
+
+def _run_prefix(ref: str) -> str:
+    """``refs/paella/<run>`` of ``refs/paella/<run>/<kind>/<n>`` (the folder of the run's refs)."""
+    return ref.rsplit("/", 2)[0]
+
+
+def _bounds(have: Mapping[str, str]) -> list[str]:
+    """The mirror refs that bound a pack: the newest (highest numbered) of each kind of the run,
+    else the branches it was cloned with. Any mirror ref would be correct; near ones are cheap."""
+    newest: dict[str, tuple[int, str]] = {}
+    branches = []
+    for ref, oid in have.items():
+        match = _NUMBERED.match(ref)
+        if ref.startswith("refs/heads/"):
+            branches.append(oid)
+        elif match is not None:
+            kind, n = match.group(1), int(match.group(2))
+            if kind not in newest or newest[kind][0] < n:
+                newest[kind] = (n, oid)
+    chosen = [oid for _, oid in newest.values()] + branches
+    return list(dict.fromkeys(chosen))[:_NEGATIVES]
