@@ -20,7 +20,8 @@ import pytest
 # ``byproducts`` (with ``globs``) with the files a snapshot leaves out; the snapshot's raw-bytes
 # hashing (``raw_blobs``), churn rule, owned lock and record of the watcher's changed paths
 # (``change_feed``), its private index's seed and memo (``private_index``), and the rollback's raw restore; the
-# integrity checks every command makes on the state it opens (``integrity`` with ``mirror``,
+# integrity checks every command makes on the state it opens (``integrity`` with ``mirror``, its
+# ledger copy in parts ``mirror_ledger`` and its plumbing writer ``mirror_local``,
 # ``ledger_schema`` for each record, ``run_lock`` to name the supervisor; ``frozen_contract``, the
 # contract a run is held to, which ``runs`` loads without importing ``integrity``; ``left_locks``,
 # with which a rollback clears a lock its killed predecessor's git child left). Loading the
@@ -64,6 +65,8 @@ CORE = {
     "paella_tui.supervisor.run.ledger",
     "paella_tui.supervisor.run.ledger_schema",
     "paella_tui.supervisor.store.mirror",
+    "paella_tui.supervisor.store.mirror_ledger",
+    "paella_tui.supervisor.store.mirror_local",
     "paella_tui.supervisor.base.owned_lock",
     "paella_tui.supervisor.store.raw_blobs",
     "paella_tui.supervisor.store.raw_restore",

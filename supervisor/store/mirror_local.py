@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Mapping
@@ -46,10 +47,36 @@ PACKS_BEFORE_REPACK = 24
 _NEGATIVES = 8
 """At most this many of the mirror's refs bound what is packed (more only slow the walk)."""
 _NUMBERED = re.compile(r"^(.*)/(\d+)$")
+_SCRUBBED = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_PREFIX",
+    }
+)
+KILL_AT_ENV = "PAELLA_TEST_KILL_AT"
+"""A test names a step here to have paella SIGKILL itself there (as rollback's steps)."""
 
 
 class StateRaced(Exception):
     """Another save moved the state ref first: read it again and retry."""
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for git in a mirror: the caller's repository variables scrubbed (a
+    mirror is not the workspace), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", **(extra or {}))
+    return env
+
+
+def _kill_point(step: str) -> None:
+    if os.environ.get(KILL_AT_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run_git(
@@ -59,17 +86,12 @@ def run_git(
     input: bytes | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run git with the caller's repository variables scrubbed (a mirror is not the workspace)."""
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_DIR", "GIT_OBJECT"))}
-    full.pop("GIT_ALTERNATE_OBJECT_DIRECTORIES", None)
-    full.pop("GIT_INDEX_FILE", None)
-    full.pop("GIT_WORK_TREE", None)
-    full.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", **(env or {}))
+    """Run git in a mirror's environment (:func:`git_env`)."""
     try:
         return subprocess.run(
             ["git", *args],
             cwd=cwd,
-            env=full,
+            env=git_env(env),
             input=input,
             capture_output=True,
             timeout=TIMEOUT_S,
@@ -120,6 +142,7 @@ class LocalMirror:
             input="".join(f"{rev}\n" for rev in revs).encode(),
             env={"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.objects)},
         )
+        _kill_point("mirror-objects")
         # Create-only: the zero old value refuses a ref that exists (another paella raced us).
         batch = "".join(f"create {ref} {commit}\n" for ref, commit in sorted(todo.items()))
         try:
@@ -160,13 +183,28 @@ class LocalMirror:
         elif part.contract is not None:
             stream.append(f"M 100644 :2 {CONTRACT_NAME}\n".encode())
         stream += [f"M 100644 :1 {PART_NAME}\n\n".encode(), b"done\n"]
-        proc = run_git(
-            ["--git-dir", str(self.path), "fast-import", "--quiet", "--done"],
+        data = b"".join(stream)
+        with subprocess.Popen(
+            ["git", "--git-dir", str(self.path), "fast-import", "--quiet", "--done"],
             cwd=self.path,
-            input=b"".join(stream),
-        )
+            env=git_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as proc:
+            assert proc.stdin is not None
+            # Half the stream, then the rest: a test kills paella in between (fast-import then
+            # reads a stream without its `done`, and moves no ref).
+            proc.stdin.write(data[: len(data) // 2])
+            proc.stdin.flush()
+            _kill_point("mirror-state")
+            try:
+                _, err = proc.communicate(data[len(data) // 2 :], timeout=TIMEOUT_S)
+            except subprocess.TimeoutExpired as timeout:
+                proc.kill()
+                raise GitError(["fast-import"], -1, "no answer") from timeout
         if proc.returncode != 0:
-            said = proc.stderr.decode(errors="replace")
+            said = err.decode(errors="replace")
             if "Not updating" in said:
                 raise StateRaced(said)
             raise GitError(["fast-import"], proc.returncode, said)
