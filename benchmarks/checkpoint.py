@@ -430,6 +430,8 @@ class Bench:
     root: Path
     layout: Layout
     paella: list[str]
+    before: Path | None = None
+    """``--before``: another checkout of paella, whose CLI checkpoint is timed alongside."""
     edits: int = 0
     change_round: int = 0
     raw_count: int = 0
@@ -499,12 +501,31 @@ def measure_api(bench: Bench) -> None:
 
 def measure_cli(bench: Bench) -> None:
     """``paella checkpoint`` as a subprocess: process start, imports, checks, snapshot, ledger."""
+    cli_checkpoint(bench, "paella checkpoint (CLI subprocess)", None)
+
+
+def measure_cli_before(bench: Bench) -> None:
+    """``paella checkpoint`` of the ``--before`` checkout, on the same repository and run."""
+    if bench.before is not None:
+        cli_checkpoint(bench, BEFORE_KEY, bench.before)
+
+
+BEFORE_KEY = "paella checkpoint (CLI subprocess), --before"
+
+
+def cli_checkpoint(bench: Bench, key: str, before: Path | None) -> None:
+    """Time one ``paella checkpoint`` process (``before``: with that checkout's code)."""
     bench.touch_one()
     env = clean_env()
     # As installed, python finds compiled bytecode; keep it outside the source tree, in the
     # benchmark repository's .git, even where PYTHONDONTWRITEBYTECODE is set.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(bench.root / ".git" / "bench-pycache")
+    cache = "bench-pycache" if before is None else "bench-pycache-before"
+    env["PYTHONPYCACHEPREFIX"] = str(bench.root / ".git" / cache)
+    if before is not None:
+        # Its own mirror: the two versions keep the ledger's copy in different forms.
+        env["PYTHONPATH"] = str(before)
+        env["XDG_STATE_HOME"] = os.path.join(os.environ["XDG_STATE_HOME"], "before")
     started = time.perf_counter()
     proc = subprocess.run(
         [*bench.paella, "checkpoint", "--label", f"benchmark cli {bench.edits}"],
@@ -516,7 +537,7 @@ def measure_cli(bench: Bench) -> None:
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"paella checkpoint failed ({proc.returncode}): {proc.stderr.decode()}")
-    bench.record("paella checkpoint (CLI subprocess)", elapsed)
+    bench.record(key, elapsed)
 
 
 def measure_raw(bench: Bench) -> None:
@@ -558,6 +579,7 @@ MEASURES: tuple[Callable[[Bench], None], ...] = (
     measure_status,
     measure_api,
     measure_cli,
+    measure_cli_before,
     measure_raw,
     measure_python,
     measure_rollback,
@@ -926,8 +948,10 @@ def report(
         "| measure | median | p90 | ratio to git status median |",
         "|---|---:|---:|---:|",
     ]
-    for key in ORDER:
-        samples = bench.samples[key]
+    for key in (*ORDER[:3], BEFORE_KEY, *ORDER[3:]):
+        samples = bench.samples.get(key)
+        if not samples:
+            continue
         lines.append(
             f"| {key} | {ms(median(samples))} | {ms(p90(samples))} | {median(samples) / status:.2f} × |"
         )
@@ -1003,6 +1027,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="build the repository in DIR and keep it; reuse it when it is there",
     )
     parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="also time `paella checkpoint` with the paella checkout in DIR (e.g. `git archive "
+        "<commit> | tar -x -C DIR`), interleaved, on the same repository; its mirror is its own",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="print the time breakdown even when every target is met",
@@ -1028,6 +1059,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.pop(STATE_DIR_ENV, None)  # paella's state goes to the benchmark repository's .git
     layout = make_layout(args.files, args.size_mb, args.untracked)
     with contextlib.ExitStack() as stack:
+        # Each run starts with new mirrors, there and not in the home folder.
+        state = stack.enter_context(tempfile.TemporaryDirectory(prefix="paella-bench-state-"))
+        os.environ["XDG_STATE_HOME"] = state
         if args.keep is not None:
             root = args.keep.resolve()
         else:
@@ -1037,7 +1071,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         prepare_repo(root, layout)
         facts = repo_facts(root)
-        bench = Bench(root=root, layout=layout, paella=find_paella())
+        bench = Bench(
+            root=root,
+            layout=layout,
+            paella=find_paella(),
+            before=args.before.resolve() if args.before else None,
+        )
         run_rounds(bench, args.repeat)
         sanity = sanity_check(bench, layout)
         lines, missed = report(bench, args, facts, sanity)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -165,6 +166,14 @@ def main() -> int:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also time `paella checkpoint` and `paella status` of the paella checkout in DIR "
+        "(`git archive <commit> | tar -x -C DIR`), interleaved, each version with its own mirror",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if not shutil.which("/usr/bin/time"):
@@ -175,6 +184,13 @@ def main() -> int:
         return 2
     with contextlib.ExitStack() as stack:
         root = work_folder(stack, args.keep, "paella-history-")
+        # The mirrors go there, not in the home folder; a --before checkout has its own.
+        os.environ["XDG_STATE_HOME"] = str(root / "state")
+        commands = dict(COMMANDS)
+        if args.before is not None:
+            before = f"PYTHONPATH={args.before.resolve()} XDG_STATE_HOME={root / 'state-before'}"
+            commands["paella checkpoint, --before"] = f"{before} paella checkpoint --label bench"
+            commands["paella status, --before"] = f"{before} paella status"
         spaces = {}
         for name in ("fresh", "grown"):
             repo = root / name
@@ -204,16 +220,16 @@ def main() -> int:
             paella_status(grown_repo)  # the kept state, as any command after the growth leaves it
             times: dict[tuple[str, str], list[float]] = {}
             rss: dict[tuple[str, str], int] = {}
-            for command in COMMANDS.values():
+            for command in commands.values():
                 for repo in (fresh_repo, grown_repo):
                     _time(command, repo, root)  # warm
             for _ in range(args.repeat):
-                for name, command in COMMANDS.items():
+                for name, command in commands.items():
                     for where, repo in (("fresh", fresh_repo), ("grown", grown_repo)):
                         elapsed, peak = _time(command, repo, root)
                         times.setdefault((name, where), []).append(elapsed)
                         rss[(name, where)] = max(rss.get((name, where), 0), peak)
-            for name in COMMANDS:
+            for name in commands:
                 rows.append(
                     (
                         count,
@@ -253,7 +269,11 @@ def main() -> int:
     print("\n| target (at the largest size) | measured | verdict |")
     print("|---|---|---|")
     for _count, _c, name, fresh, grown, _rf, rss_grown in last:
-        if name in ("paella status", "paella checkpoints", "paella checkpoint"):
+        if name.removesuffix(", --before") in (
+            "paella status",
+            "paella checkpoints",
+            "paella checkpoint",
+        ):
             ratio = grown / fresh
             print(
                 f"| {name} ≤ 1.3 × a fresh run | {ratio:.2f} × | {'PASS' if ratio <= 1.3 else '**FAIL**'} |"

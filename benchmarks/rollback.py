@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -115,6 +116,61 @@ def paella_rollback(root: Path, target: SnapshotRecord) -> tuple[float, int, str
     return time.perf_counter() - started, counter[0], result.salvage.tree, result.changed
 
 
+BEFORE_WORKER = """
+import sys, time
+from pathlib import Path
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store import checkpoints
+from paella_tui.supervisor.store.mirror import Mirror
+from paella_tui.supervisor.store.rollback import rollback
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
+
+root = Path(sys.argv[1])
+if sys.argv[2] == "mirror":
+    print(Mirror.for_workspace(Workspace.find(root)).ensure())
+    sys.exit(0)
+target = checkpoints.find(RunStore(Workspace.find(root)).current(), sys.argv[2])
+started = time.perf_counter()
+workspace = Workspace.find(root)
+run = RunStore(workspace).current_or_manual("benchmark rollback")
+result = rollback(run, target, snapshotter=Snapshotter(workspace))
+print(time.perf_counter() - started, result.salvage.tree, result.changed)
+"""
+"""The same rollback with another checkout's code (``--before``): timed inside the process, from
+the same point as :func:`paella_rollback`, so Python's start and imports are left out of both."""
+
+
+def before_rollback(root: Path, target: SnapshotRecord, before: Path) -> tuple[float, str]:
+    """Seconds and the salvage tree of the ``--before`` checkout's rollback (its own mirror)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(before),
+        "XDG_STATE_HOME": os.path.join(os.environ["XDG_STATE_HOME"], "before"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", BEFORE_WORKER, str(root), target.name],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"the --before rollback failed: {proc.stderr[-2000:]}")
+    seconds, tree, _ = proc.stdout.split()
+    return float(seconds), tree
+
+
+def before_rollback_mirror(root: Path, before: Path) -> None:
+    """Create the ``--before`` checkout's mirror (untimed)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(before),
+        "XDG_STATE_HOME": os.path.join(os.environ["XDG_STATE_HOME"], "before"),
+    }
+    subprocess.run([sys.executable, "-c", BEFORE_WORKER, str(root), "mirror"], env=env, check=True)
+
+
 def git_read_tree(root: Path, from_tree: str, to_tree: str, index: Path) -> float:
     """Seconds of ``git read-tree -u --reset to_tree`` from an index of ``from_tree`` (refreshed)."""
     env = {**clean_env(), "GIT_INDEX_FILE": str(index)}
@@ -128,9 +184,12 @@ def git_read_tree(root: Path, from_tree: str, to_tree: str, index: Path) -> floa
     return time.perf_counter() - started
 
 
-def scenario(root: Path, target: SnapshotRecord, damage: Damage, repeat: int) -> list[str]:
-    """Time both measures ``repeat`` rounds, interleaved; the scenario's table."""
+def scenario(
+    root: Path, target: SnapshotRecord, damage: Damage, repeat: int, before: Path | None
+) -> list[str]:
+    """Time the measures ``repeat`` rounds, interleaved; the scenario's table."""
     paella: list[float] = []
+    earlier: list[float] = []
     read_tree: list[float] = []
     processes: list[int] = []
     changed = 0
@@ -141,11 +200,18 @@ def scenario(root: Path, target: SnapshotRecord, damage: Damage, repeat: int) ->
             seconds, count, salvage_tree, changed = paella_rollback(root, target)
             paella.append(seconds)
             processes.append(count)
+            if before is not None:
+                damage.apply(round_)
+                earlier.append(before_rollback(root, target, before)[0])
             damage.apply(round_)  # the same bytes again: the salvage's tree
             read_tree.append(git_read_tree(root, salvage_tree, target.tree, index))
-            log(f"  round {round_}: paella {ms(seconds)} ({count} git), git {ms(read_tree[-1])}")
+            log(
+                f"  round {round_}: paella {ms(seconds)} ({count} git), "
+                + (f"before {ms(earlier[-1])}, " if earlier else "")
+                + f"git {ms(read_tree[-1])}"
+            )
     base = median(read_tree)
-    return [
+    rows = [
         f"### {damage.paths:,} paths restored ({changed:,} changed), {repeat} rounds",
         "",
         "| measure | median | p90 | × read-tree | git processes |",
@@ -153,8 +219,13 @@ def scenario(root: Path, target: SnapshotRecord, damage: Damage, repeat: int) ->
         f"| `git read-tree -u --reset` (same trees) | {ms(base)} | {ms(p90(read_tree))} | 1.00 | 1 |",
         f"| paella rollback (Python API) | {ms(median(paella))} | {ms(p90(paella))} | "
         f"{median(paella) / base:.2f} | {median(processes):g} |",
-        "",
     ]
+    if earlier:
+        rows.append(
+            f"| paella rollback, `--before` (Python API) | {ms(median(earlier))} | "
+            f"{ms(p90(earlier))} | {median(earlier) / base:.2f} | |"
+        )
+    return [*rows, ""]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,6 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="rounds per scenario (default 5)")
     parser.add_argument("--changes", default=f"100,{MANY}", help="paths per scenario (100,5000)")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="build in DIR and keep it")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="also time the rollback of the paella checkout in DIR, interleaved (its own mirror)",
+    )
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.changes.split(",") if c.strip()]
     if args.files < 1000 or args.repeat < 1 or not counts or max(counts) * 2 > args.files:
@@ -182,12 +259,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         workspace = Workspace.find(root)
         run = RunStore(workspace).current_or_manual("benchmark rollback")
         target = checkpoints.take_checkpoint(run, Snapshotter(workspace), label="rollback bench")
+        before = args.before.resolve() if args.before else None
+        if before is not None:
+            # Its mirror is made before the rounds, as this version's is by the checkpoint.
+            before_rollback_mirror(root, before)
         tracked = git_out(root, "ls-files", "--", "*.py", "*.md", "*.txt").splitlines()
         lines = [f"## Rollback on {args.files:,} tracked files", ""]
         results: dict[int, list[str]] = {}
         for count in counts:
             log(f"scenario: {count} paths")
-            results[count] = scenario(root, target, Damage(root, tracked, count), args.repeat)
+            damage = Damage(root, tracked, count)
+            results[count] = scenario(root, target, damage, args.repeat, before)
             lines += results[count]
         lines += targets(results)
         lines.append(f"machine: {cores_line()}; {python_line()}; {git_version()}")

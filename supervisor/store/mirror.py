@@ -39,6 +39,7 @@ from paella_tui.supervisor.store.mirror_ledger import (
     StateCopy,
     assemble,
     new_part,
+    state_commit,
 )
 from paella_tui.supervisor.store.mirror_local import LocalMirror, StateRaced, run_git
 from paella_tui.supervisor.store.workspace import Workspace
@@ -49,6 +50,8 @@ LEDGER_NAME = WHOLE_NAME
 """The run's ledger file (``read_file`` gives it back whole, from the parts)."""
 _RACES = 5
 """Saves that lost the race for the state ref are retried this many times."""
+_TIPS: dict[tuple[str, str], StateCopy] = {}
+"""The newest state commit this process read or wrote, per mirror and run."""
 
 __all__ = ["CONTRACT_NAME", "LEDGER_NAME", "MIRROR_ENV", "STATE_REF", "Mirror", "StateCopy"]
 
@@ -160,8 +163,10 @@ class Mirror:
     def _save_state(self, run_id: str, run_dir: Path) -> str | None:
         """Append the ledger's new bytes to the mirror's copy; why not, when it must not be."""
         ref = f"{STATE_REF}/{run_id}"
+        # The tip this process read or wrote last: the ref moves by compare-and-swap from it, so
+        # a tip another paella moved since only costs a retry (and a read) here.
+        tip = _TIPS.get((self.url, run_id)) or self.state(run_id)
         for _ in range(_RACES):
-            tip = self.state(run_id)
             part = new_part(tip, run_dir / LEDGER_NAME, run_dir / CONTRACT_NAME)
             if isinstance(part, str):
                 return part
@@ -170,12 +175,14 @@ class Mirror:
             store = self._store
             try:
                 if store is not None:
-                    store.write_state(ref, run_id, tip, part)
+                    tip = store.write_state(ref, run_id, tip, part)
                 else:
-                    self._push_state(ref, run_id, tip, part)
+                    tip = self._push_state(ref, run_id, tip, part)
+                _TIPS[(self.url, run_id)] = tip
                 return None
             except StateRaced:
-                continue  # another paella saved first: what it saved is part of the next tip
+                # Another paella saved first: what it saved is part of the next tip.
+                tip = self.state(run_id)
         return None
 
     def _push_refs(self, new_refs: dict[str, str]) -> None:
@@ -186,27 +193,19 @@ class Mirror:
             leases.append(f"--force-with-lease={ref}:")
         self._push(leases, refspecs)
 
-    def _push_state(self, ref: str, run_id: str, tip: StateCopy | None, part: NewPart) -> None:
+    def _push_state(self, ref: str, run_id: str, tip: StateCopy | None, part: NewPart) -> StateCopy:
         """The state commit built in the repository, pushed to a remote mirror (moved only from
-        ``tip``)."""
+        ``tip``); the new tip."""
         git = self.workspace.git
-        entries = [
-            f"100644 blob {git.out(['hash-object', '-w', '--stdin'], input=part.data)}\t{PART_NAME}"
-        ]
-        if part.contract is not None:
-            blob = git.out(["hash-object", "-w", "--stdin"], input=part.contract)
-            entries.append(f"100644 blob {blob}\t{CONTRACT_NAME}")
-        tree = git.out(["mktree"], input=("\n".join(entries) + "\n").encode())
-        parents = ["-p", tip.commit] if tip is not None else []
-        message = part.state(tip).message(run_id).encode()
-        commit = git.out(["commit-tree", tree, *parents], input=message)
+        copy = state_commit(lambda args, data: git.out(args, input=data), run_id, tip, part)
         lease = f"--force-with-lease={ref}:{tip.commit if tip is not None else ''}"
         try:
-            self._push([lease], [f"+{commit}:{ref}"])
+            self._push([lease], [f"+{copy.commit}:{ref}"])
         except GitError as err:
             if "stale info" in err.stderr or "rejected" in err.stderr:
                 raise StateRaced(err.stderr) from err
             raise
+        return copy
 
     def _push(self, leases: list[str], refspecs: list[str]) -> None:
         git = self.workspace.git
@@ -225,9 +224,10 @@ class Mirror:
             return {}
         try:
             store = self._store
+            prefix = f"{self.workspace.ref_namespace}/{run_id}/"
             if store is not None:
-                return store.refs(f"{self.workspace.ref_namespace}/{run_id}/")
-            out = self._git(["ls-remote", self.url, f"refs/paella/{run_id}/*"])
+                return store.refs(prefix)
+            out = self._git(["ls-remote", self.url, f"{prefix}*"])
         except (OSError, GitError):
             return None
         found = {}
@@ -252,9 +252,13 @@ class Mirror:
         except (OSError, GitError):
             return None
         if not found or found[0] is None:
+            _TIPS.pop((self.url, run_id), None)
             return None
         oid, kind, data = found[0]
-        return StateCopy.parse(oid, data) if kind == "commit" else None
+        if kind != "commit":
+            return None
+        copy = _TIPS[(self.url, run_id)] = StateCopy.parse(oid, data)
+        return copy
 
     def read_file(self, run_id: str, name: str) -> bytes | None:
         """The mirror's copy of a run's ``events.jsonl`` (put together from its parts) or

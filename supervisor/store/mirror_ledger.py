@@ -10,8 +10,8 @@ its message holds::
     ledger-from: M            where this part starts (its parent's ledger-bytes)
     ledger-bytes: N           how much of the ledger the mirror holds
     part-sha256: ...          sha256 of the ledger's bytes [M, N)
-    contract-sha256: ...      sha256 of the frozen contract (each commit keeps its parent's
-                              ``contract.toml``: a save never rewrites it)
+    contract-sha256: ...      sha256 of the frozen contract
+    contract-blob: ...        its blob, which the next commit's tree reuses without reading it
 
 A state commit from before the parts (``format`` absent) holds the whole ledger as
 ``events.jsonl`` with ``ledger-sha256`` of it; the next save chains onto it with a first part
@@ -32,7 +32,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 FORMAT = "2"
@@ -71,6 +72,7 @@ class StateCopy:
     part_sha256: str = ""
     """sha256 of the ledger's bytes ``[part_from, ledger_bytes)``; of the whole copy before."""
     parent: str | None = None
+    contract_blob: str | None = None
 
     @classmethod
     def parse(cls, commit: str, raw: bytes) -> StateCopy:
@@ -91,6 +93,7 @@ class StateCopy:
             part_from=min(_int(fields, "ledger-from"), size) if parts else 0,
             part_sha256=fields.get("part-sha256" if parts else "ledger-sha256", ""),
             parent=parent,
+            contract_blob=fields.get("contract-blob"),
         )
 
     def extended_by(self, path: Path) -> bool:
@@ -126,6 +129,8 @@ class StateCopy:
         ]
         if self.contract_sha256:
             lines.append(f"contract-sha256: {self.contract_sha256}")
+        if self.contract_blob:
+            lines.append(f"contract-blob: {self.contract_blob}")
         return "\n".join(lines) + "\n"
 
 
@@ -138,7 +143,7 @@ class NewPart:
     contract: bytes | None
     contract_sha256: str | None
 
-    def state(self, tip: StateCopy | None) -> StateCopy:
+    def state(self, tip: StateCopy | None, contract_blob: str | None) -> StateCopy:
         """The copy the new state commit records (its ``commit`` is not known yet)."""
         return StateCopy(
             commit="",
@@ -148,7 +153,30 @@ class NewPart:
             part_from=self.start,
             part_sha256=sha256_hex(self.data),
             parent=tip.commit if tip is not None else None,
+            contract_blob=contract_blob,
         )
+
+
+def state_commit(
+    out: Callable[[list[str], bytes | None], str],
+    run_id: str,
+    tip: StateCopy | None,
+    part: NewPart,
+) -> StateCopy:
+    """Write the state commit that adds ``part`` after ``tip`` with git plumbing (``out`` runs
+    git where the objects go and returns its stdout), and return what it records. Nothing
+    points at it yet: the caller moves the state ref."""
+    entries = [f"100644 blob {out(['hash-object', '-w', '--stdin'], part.data)}\t{PART_NAME}"]
+    blob = tip.contract_blob if tip is not None else None
+    if blob is None and part.contract is not None:
+        blob = out(["hash-object", "-w", "--stdin"], part.contract)
+    if blob is not None:
+        entries.append(f"100644 blob {blob}\t{CONTRACT_NAME}")
+    tree = out(["mktree"], "".join(f"{e}\n" for e in entries).encode())
+    parents = ["-p", tip.commit] if tip is not None else []
+    copy = part.state(tip, blob)
+    commit = out(["commit-tree", tree, *parents], copy.message(run_id).encode())
+    return replace(copy, commit=commit)
 
 
 def new_part(tip: StateCopy | None, ledger: Path, contract: Path) -> NewPart | str:

@@ -14,9 +14,11 @@ killed):
 2. then ``update-ref --stdin`` creates the refs, create-only (a ref the mirror already holds is
    never moved); a kill before this step leaves unreferenced objects, never a ref without them.
 
-The run's ledger and contract go in through ``fast-import`` (:mod:`mirror_ledger`), which
-writes its objects before it moves the state ref, and moves it only forward (a save that raced
-another one is refused and retried).
+The run's ledger and contract go in as objects first (``hash-object``, ``mktree``,
+``commit-tree``: :mod:`mirror_ledger`), then the state ref moves by compare-and-swap from the
+commit the save chained onto (a save that raced another one is refused and retried).
+``fast-import`` would do it in one process but took five times as long (it writes a pack and
+then loosens it).
 
 Small packs and loose objects add up (two or three a checkpoint); once there are
 :data:`PACKS_BEFORE_REPACK` packs, a geometric repack rolls the small ones (and the loose
@@ -29,24 +31,18 @@ import os
 import re
 import signal
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
-from paella_tui.supervisor.store.mirror_ledger import (
-    CONTRACT_NAME,
-    PART_NAME,
-    WHOLE_NAME,
-    NewPart,
-    StateCopy,
-)
+from paella_tui.supervisor.store.mirror_ledger import NewPart, StateCopy, state_commit
 
 TIMEOUT_S = 120.0
 PACKS_BEFORE_REPACK = 24
 _NEGATIVES = 8
 """At most this many of the mirror's refs bound what is packed (more only slow the walk)."""
 _NUMBERED = re.compile(r"^(.*)/(\d+)$")
+_OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _SCRUBBED = frozenset(
     {
         "GIT_DIR",
@@ -131,24 +127,27 @@ class LocalMirror:
     def copy_refs(self, new_refs: Mapping[str, str]) -> None:
         """Create ``new_refs`` (ref -> commit) in the mirror, with every object they reach;
         refs the mirror already holds are left as they are."""
-        prefixes = sorted({_run_prefix(ref) + "/" for ref in new_refs})
-        have = self.refs(*prefixes, "refs/heads/")
-        todo = {ref: commit for ref, commit in new_refs.items() if ref not in have}
-        if not todo:
-            return
-        revs = [*dict.fromkeys(todo.values()), *(f"^{oid}" for oid in _bounds(have))]
-        self.git(
-            ["pack-objects", "--revs", "-q", str(self.path / "objects" / "pack" / "pack")],
-            input="".join(f"{rev}\n" for rev in revs).encode(),
-            env={"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.objects)},
-        )
+        todo = dict(new_refs)
+        bounds = self._newest_loose(todo)
+        try:
+            if not bounds:
+                raise GitError(["pack-objects"], 0, "no bound read from the ref files")
+            self._pack(todo, bounds)
+        except GitError:
+            # No run refs yet (the run's first save), or the ref files said something git did
+            # not take: ask git for the refs, the branches the mirror was cloned with too.
+            have = self.refs(*sorted({_run_prefix(r) + "/" for r in todo}), "refs/heads/")
+            todo = {ref: commit for ref, commit in todo.items() if ref not in have}
+            if not todo:
+                return
+            self._pack(todo, _bounds(have))
         _kill_point("mirror-objects")
         # Create-only: the zero old value refuses a ref that exists (another paella raced us).
         batch = "".join(f"create {ref} {commit}\n" for ref, commit in sorted(todo.items()))
         try:
             self.git(["update-ref", "--stdin"], input=batch.encode())
         except GitError:
-            # One ref of the batch appeared meanwhile: create the others one by one.
+            # One ref of the batch exists already: create the others one by one.
             for ref, commit in sorted(todo.items()):
                 try:
                     self.git(["update-ref", ref, commit, ""])
@@ -157,57 +156,60 @@ class LocalMirror:
                         raise
         self.maintain()
 
+    def _pack(self, todo: Mapping[str, str], bounds: list[str]) -> None:
+        """Pack into the mirror what ``todo``'s commits reach and ``bounds`` (mirror refs) do not."""
+        revs = [*dict.fromkeys(todo.values()), *(f"^{oid}" for oid in bounds)]
+        self.git(
+            ["pack-objects", "--revs", "-q", str(self.path / "objects" / "pack" / "pack")],
+            input="".join(f"{rev}\n" for rev in revs).encode(),
+            env={"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.objects)},
+        )
+
+    def _newest_loose(self, todo: Mapping[str, str]) -> list[str]:
+        """The newest ref of each kind of the runs of ``todo``, read from the mirror's ref files
+        (``refs/paella/<run>/<kind>/<n>``, which paella writes one a file): no git process.
+        Empty when there are none or one does not read as an object id; :meth:`copy_refs` then
+        asks git."""
+        found = []
+        for prefix in sorted({_run_prefix(ref) for ref in todo}):
+            try:
+                kinds = [e for e in os.scandir(self.path / prefix) if e.is_dir()]
+                for kind in kinds:
+                    numbers = [int(e.name) for e in os.scandir(kind.path) if e.name.isdigit()]
+                    if numbers:
+                        with open(os.path.join(kind.path, str(max(numbers))), "rb") as handle:
+                            found.append(handle.read(100).decode("ascii").strip())
+            except (OSError, ValueError):
+                return []
+        if not all(_OBJECT_ID.match(oid) for oid in found):
+            return []
+        return found[:_NEGATIVES]
+
     def delete_refs(self, refs: list[str]) -> None:
         """Delete ``refs`` from the mirror (those that exist)."""
         if refs:
             batch = "".join(f"delete {ref}\n" for ref in refs)
             self.git(["update-ref", "--stdin"], input=batch.encode())
 
-    def write_state(self, ref: str, run_id: str, tip: StateCopy | None, part: NewPart) -> None:
-        """Add ``part`` as the next state commit on ``ref`` (moved only forward from ``tip``);
-        :class:`StateRaced` when another save moved it first."""
-        copy = part.state(tip)
-        message = copy.message(run_id).encode()
-        stream = [b"feature done\n", _blob(1, part.data)]
-        if tip is None and part.contract is not None:
-            stream.append(_blob(2, part.contract))
-        stream += [
-            f"commit {ref}\nmark :3\n".encode(),
-            f"committer paella <paella@localhost> {int(time.time())} +0000\n".encode(),
-            f"data {len(message)}\n".encode() + message + b"\n",
-        ]
-        if tip is not None:
-            stream.append(f"from {tip.commit}\n".encode())
-            if not tip.parts:
-                stream.append(f"D {WHOLE_NAME}\n".encode())  # the whole copy from before
-        elif part.contract is not None:
-            stream.append(f"M 100644 :2 {CONTRACT_NAME}\n".encode())
-        stream += [f"M 100644 :1 {PART_NAME}\n\n".encode(), b"done\n"]
-        data = b"".join(stream)
-        with subprocess.Popen(
-            ["git", "--git-dir", str(self.path), "fast-import", "--quiet", "--done"],
-            cwd=self.path,
-            env=git_env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        ) as proc:
-            assert proc.stdin is not None
-            # Half the stream, then the rest: a test kills paella in between (fast-import then
-            # reads a stream without its `done`, and moves no ref).
-            proc.stdin.write(data[: len(data) // 2])
-            proc.stdin.flush()
-            _kill_point("mirror-state")
-            try:
-                _, err = proc.communicate(data[len(data) // 2 :], timeout=TIMEOUT_S)
-            except subprocess.TimeoutExpired as timeout:
-                proc.kill()
-                raise GitError(["fast-import"], -1, "no answer") from timeout
-        if proc.returncode != 0:
-            said = err.decode(errors="replace")
-            if "Not updating" in said:
-                raise StateRaced(said)
-            raise GitError(["fast-import"], proc.returncode, said)
+    def write_state(self, ref: str, run_id: str, tip: StateCopy | None, part: NewPart) -> StateCopy:
+        """Add ``part`` as the next state commit on ``ref``, moved only from ``tip`` (an exact
+        compare-and-swap), and return it; :class:`StateRaced` when another save moved it first."""
+        copy = state_commit(self.out, run_id, tip, part)
+        commit = copy.commit
+        _kill_point("mirror-state")
+        old = tip.commit if tip is not None else ""  # empty: the ref must not exist yet
+        try:
+            self.git(["update-ref", ref, commit, old])
+        except GitError as err:
+            now = self.refs(ref).get(ref)
+            if now != old and (now or old):
+                raise StateRaced(str(err)) from err
+            raise
+        return copy
+
+    def out(self, args: list[str], input: bytes | None = None) -> str:
+        """Run git in the mirror; its stdout as text, without the trailing newline."""
+        return self.git(args, input=input).decode(errors="surrogateescape").rstrip("\n")
 
     def maintain(self) -> None:
         """Roll the small packs and loose objects into one once there are many (best effort)."""
@@ -221,10 +223,6 @@ class LocalMirror:
                 ["--git-dir", str(self.path), "repack", "--geometric=2", "-d", "-q"],
                 cwd=self.path,
             )
-
-
-def _blob(mark: int, data: bytes) -> bytes:
-    return f"blob\nmark :{mark}\ndata {len(data)}\n".encode() + data + b"\n"
 
 
 def _run_prefix(ref: str) -> str:
