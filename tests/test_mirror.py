@@ -72,6 +72,7 @@ def test_checkpoints_survive_deleted_refs_and_a_prune_and_come_back_whole(
         records.append(take_checkpoint(run, snapshotter, label=f"c{i}"))
     mirror = Mirror.for_workspace(ws)
     fsck(git, mirror)
+    assert "mirror-failed" not in run.ledger.path.read_text()
     assert mirror.refs(run.run_id) == {r.ref: r.commit for r in records}
     # The agent destroys paella's refs and every object only they reached.
     for ref in git(repo, "for-each-ref", "--format=%(refname)", "refs/paella").split():
@@ -86,6 +87,34 @@ def test_checkpoints_survive_deleted_refs_and_a_prune_and_come_back_whole(
         assert git(repo, "rev-parse", f"{record.commit}^{{tree}}") == record.tree
     assert git.run(repo, "fsck", "--connectivity-only").returncode == 0
     assert git.run(repo, "cat-file", "-e", f"{records[-1].commit}:untracked.bin").returncode == 0
+
+
+def test_a_checkpoint_copies_what_changed_not_what_every_snapshot_holds(
+    repo: Path, git: GitRunner, state_home: Path
+) -> None:
+    """Untracked files are in every checkpoint and in no commit of HEAD: the second checkpoint
+    copies the changed file and the trees above it, not them again."""
+    ws, run = open_run(repo)
+    for i in range(40):
+        (repo / "untracked" / f"d{i % 4}").mkdir(parents=True, exist_ok=True)
+        (repo / "untracked" / f"d{i % 4}" / f"u{i}.txt").write_text(f"untracked {i}\n")
+    snapshotter = Snapshotter(ws)
+    take_checkpoint(run, snapshotter, label="one")
+    mirror = Mirror.for_workspace(ws)
+    assert mirror.local is not None
+    packs = mirror.local / "objects" / "pack"
+    before = set(packs.glob("*.idx"))
+    (repo / "untracked" / "d1" / "u1.txt").write_text("changed\n")
+    second = take_checkpoint(run, snapshotter, label="two")
+    (new,) = set(packs.glob("*.idx")) - before
+    shown = subprocess.run(
+        ["git", "show-index"], input=new.read_bytes(), capture_output=True, check=True
+    )
+    listed = shown.stdout.decode().splitlines()
+    # The commit, the root tree, untracked/, untracked/d1, the blob: nothing else.
+    assert len(listed) == 5, listed
+    fsck(git, mirror)
+    assert (mirror.refs(run.run_id) or {}).get(second.ref) == second.commit
 
 
 def test_a_ref_the_mirror_holds_is_never_moved(
@@ -311,6 +340,7 @@ def test_many_saves_keep_the_pack_count_bounded(
     assert mirror.local is not None
     packs = list((mirror.local / "objects" / "pack").glob("*.pack"))
     assert len(packs) < 4 + 1, packs
+    assert "mirror-failed" not in run.ledger.path.read_text()
     fsck(git, mirror)
     assert len(mirror.refs(run.run_id) or {}) == 12
     assert mirror.read_file(run.run_id, LEDGER_NAME) == run.ledger.path.read_bytes()

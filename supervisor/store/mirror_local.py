@@ -157,12 +157,48 @@ class LocalMirror:
         self.maintain()
 
     def _pack(self, todo: Mapping[str, str], bounds: list[str]) -> None:
-        """Pack into the mirror what ``todo``'s commits reach and ``bounds`` (mirror refs) do not."""
-        revs = [*dict.fromkeys(todo.values()), *(f"^{oid}" for oid in bounds)]
+        """Pack into the mirror what ``todo``'s commits reach and ``bounds`` (mirror refs) do
+        not, read through the repository's objects as an alternate for these processes only.
+
+        The set is computed, not walked: a checkpoint's tree differs from the newest mirrored
+        snapshot's by the paths changed since (``diff-tree -t``: the blobs and the trees above
+        them), and its parents' history from the bounds' parents by the commits made since
+        (``rev-list --objects``, whose edges are those parents). ``pack-objects --revs`` with
+        ``^bound`` would repack every file the bound holds and HEAD does not (the untracked
+        files of every checkpoint): git marks only an edge parent's tree as already there."""
+        env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.objects)}
+        commits = list(dict.fromkeys(todo.values()))
+        wanted = list(commits)
+        if bounds:
+            pairs = "".join(f"{commit} {bounds[0]}\n" for commit in commits)
+            diff = self.git(
+                ["diff-tree", "--stdin", "-r", "-t", "-z", "--no-renames", "--format=%T"],
+                input=pairs.encode(),
+                env=env,
+            )
+            wanted += _diff_objects(diff)
+        negatives = [*bounds, *(f"{oid}^@" for oid in bounds)]
+        parents = [f"{c}^@" for c in commits]
+        history = self.git(
+            ["rev-list", "--objects", "--no-object-names", *parents, "--not", *negatives],
+            env=env,
+        )
+        wanted += history.decode().split()
+        if not bounds:
+            # Nothing to diff against (a mirror of a repository without branches): what the
+            # commits reach beyond their parents, which the line above brought whole.
+            wanted += (
+                self.git(
+                    ["rev-list", "--objects", "--no-object-names", *commits, "--not", *parents],
+                    env=env,
+                )
+                .decode()
+                .split()
+            )
         self.git(
-            ["pack-objects", "--revs", "-q", str(self.path / "objects" / "pack" / "pack")],
-            input="".join(f"{rev}\n" for rev in revs).encode(),
-            env={"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.objects)},
+            ["pack-objects", "-q", str(self.path / "objects" / "pack" / "pack")],
+            input="".join(f"{oid}\n" for oid in dict.fromkeys(wanted)).encode(),
+            env=env,
         )
 
     def _newest_loose(self, todo: Mapping[str, str]) -> list[str]:
@@ -173,7 +209,10 @@ class LocalMirror:
         found = []
         for prefix in sorted({_run_prefix(ref) for ref in todo}):
             try:
-                kinds = [e for e in os.scandir(self.path / prefix) if e.is_dir()]
+                # By name: checkpoints first, whose trees are the nearest to a new snapshot's.
+                kinds = sorted(
+                    (e for e in os.scandir(self.path / prefix) if e.is_dir()), key=lambda e: e.name
+                )
                 for kind in kinds:
                     numbers = [int(e.name) for e in os.scandir(kind.path) if e.name.isdigit()]
                     if numbers:
@@ -223,6 +262,24 @@ class LocalMirror:
                 ["--git-dir", str(self.path), "repack", "--geometric=2", "-d", "-q"],
                 cwd=self.path,
             )
+
+
+def _diff_objects(out: bytes) -> list[str]:
+    """The objects ``diff-tree --stdin -r -t -z --format=%T`` names on the new side: each
+    commit's root tree (its header) and every added or changed blob and tree (no gitlinks: a
+    submodule's commit is not an object of this repository)."""
+    found = []
+    tokens = iter(out.split(b"\0"))
+    for token in tokens:
+        item = token.lstrip(b"\n")
+        if item.startswith(b":"):
+            next(tokens, None)  # the path
+            _, mode, _, oid, _ = item[1:].split(b" ", 4)
+            if mode != b"160000" and oid.strip(b"0"):
+                found.append(oid.decode())
+        elif item:
+            found.append(item.decode())  # a commit's root tree
+    return found
 
 
 def _run_prefix(ref: str) -> str:
