@@ -18,7 +18,11 @@ exits 0 once it has measured: it is a report.
 Usage::
 
     python -m benchmarks.rollback [--files 20000] [--size-mb 160] [--repeat 5]
-                                  [--changes 100,5000] [--keep DIR]
+                                  [--changes 100,5000] [--keep DIR] [--before DIR]
+
+``--before DIR`` also times the rollback of the paella checkout in ``DIR`` (for instance
+``git archive <commit> | tar -x -C DIR``), interleaved in the same rounds, in a process of its
+own (timed inside it, from the same point) and with a mirror of its own.
 """
 
 from __future__ import annotations
@@ -128,8 +132,8 @@ from paella_tui.supervisor.store.workspace import Workspace
 
 root = Path(sys.argv[1])
 if sys.argv[2] == "mirror":
-    print(Mirror.for_workspace(Workspace.find(root)).ensure())
-    sys.exit(0)
+    problem = Mirror.for_workspace(Workspace.find(root)).ensure()
+    sys.exit(1 if problem else 0)
 target = checkpoints.find(RunStore(Workspace.find(root)).current(), sys.argv[2])
 started = time.perf_counter()
 workspace = Workspace.find(root)

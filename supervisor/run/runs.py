@@ -71,7 +71,9 @@ class Run:
         from paella_tui.supervisor.contract.loader import parse_contract
         from paella_tui.supervisor.run.frozen_contract import verified_contract
 
-        read = read if read is not None else self.ledger.read()
+        # The first record holds the contract's hash: reading the whole ledger here made every
+        # command that loads the contract (a checkpoint's size cap) cost the history.
+        read = read if read is not None else self.ledger.read_first()
         text = verified_contract(self.workspace, self.run_id, self.contract_copy, read).text
         if text is None:
             return None
