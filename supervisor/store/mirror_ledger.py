@@ -100,6 +100,8 @@ class StateCopy:
         """Whether the ledger at ``path`` still begins with what the mirror holds: at least
         ``ledger_bytes`` long, with the newest part's bytes unchanged (the whole copy's, for a
         state from before the parts, read in blocks)."""
+        if not path.is_file():
+            return False  # missing, a folder, or a FIFO (whose open would wait for a writer)
         try:
             with path.open("rb") as handle:
                 if os.fstat(handle.fileno()).st_size < self.ledger_bytes:
