@@ -77,9 +77,10 @@ COMMANDS = {
 
 
 def _record(run: Run, event: Event) -> None:
-    """Append ``event`` as the run loop does (its kind and fields, one fsynced line)."""
+    """Hand ``event`` to the ledger's writer as the run loop does (``append_soon``: its kind
+    and fields, chained and fsynced by the writer thread, in batches when they come fast)."""
     kind = event.kind or "agent-stats"
-    run.ledger.append(kind, **event.record())
+    run.ledger.append_soon(kind, **event.record())
 
 
 def grow(

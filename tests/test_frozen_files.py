@@ -16,9 +16,15 @@ from conftest import GitRunner
 from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.judge.frozen import ACCEPTED, FrozenFiles
 from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.run.state_store import StateStore
 from paella_tui.supervisor.store.scratch_tree import ScratchTree
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
+
+
+def _accepted(run: Run) -> tuple[dict[str, object], ...]:
+    """The run's accept records as a run reads them again (its kept state)."""
+    return tuple(dict(r) for r in StateStore(run.ledger.path).load().state.accepted)
 
 
 def setup(
@@ -49,7 +55,7 @@ def setup(
     run.ledger.append("run-tree", tree=start)
     contract_ = run.load_contract()
     assert contract_ is not None
-    return run, FrozenFiles.for_run(run, contract_, start, run.ledger.read()), snapshotter
+    return run, FrozenFiles.for_run(run, contract_, start, _accepted(run)), snapshotter
 
 
 # Every kind of change an agent can make to protected paths (and one it may make elsewhere).
@@ -102,7 +108,7 @@ def test_an_accept_holds_after_a_reload_and_a_forged_one_does_not(
     assert not frozen.differing(tree)
     contract = run.load_contract()
     assert contract is not None
-    again = FrozenFiles.for_run(run, contract, start, run.ledger.read())
+    again = FrozenFiles.for_run(run, contract, start, _accepted(run))
     assert again.tree == frozen.tree and not again.differing(tree)
     # The agent forges an accept of its own edit: a ref and record the mirror never saw.
     (repo / "tests" / "spec.txt").write_bytes(b"the agent's spec\n")
@@ -111,7 +117,7 @@ def test_an_accept_holds_after_a_reload_and_a_forged_one_does_not(
     ref = f"{run.ref_prefix}/frozen/9"
     git(repo, "update-ref", ref, commit)
     run.ledger.append(ACCEPTED, ref=ref, commit=commit, tree=forged_tree, paths=["tests/spec.txt"])
-    reread = FrozenFiles.for_run(run, contract, start, run.ledger.read())
+    reread = FrozenFiles.for_run(run, contract, start, _accepted(run))
     assert reread.tree == frozen.tree, "a record the mirror does not confirm was trusted"
     assert [c.path for c in reread.differing(forged_tree)] == ["tests/spec.txt"]
     records = [json.loads(line) for line in (run.dir / "events.jsonl").read_text().splitlines()]

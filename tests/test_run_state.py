@@ -40,7 +40,7 @@ from paella_tui.supervisor.run.events import (
     Usage,
     WatchPaused,
 )
-from paella_tui.supervisor.run.ledger import Ledger
+from paella_tui.supervisor.run.ledger import Ledger, ledger_time
 from paella_tui.supervisor.run.ledger_events import (
     LedgerRecord,
     RecoveryAsked,
@@ -61,7 +61,7 @@ from paella_tui.supervisor.run.state import (
     initial,
 )
 from paella_tui.supervisor.run.state_handlers import apply
-from paella_tui.supervisor.run.state_store import STATE_FILE, StateStore, ledger_time
+from paella_tui.supervisor.run.state_store import STATE_FILE, StateStore
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 
 TREES = [f"{i:040x}" for i in range(1, 7)]
@@ -349,3 +349,100 @@ def test_episodes_are_cumulative() -> None:
     assert complete_episodes(spec, {"a", "b", "c"}) == 3
     state = RunState(spec=spec)
     assert state.current_episode == 1
+
+
+# --- what a resume reads from the state instead of the ledger (issue 17) -------------------------
+
+
+def _lost_reference(records: list[dict[str, Any]], attempt: int) -> tuple[int, str, tuple] | None:
+    """``lost_attempt`` as it read the whole ledger: (attempt, how, tail) or None."""
+    kinds = ("agent-started", "agent-exited", "recovery-needed", "recovery-chosen")
+    turns = [r for r in records if r.get("kind") in kinds]
+    if not turns or turns[-1]["kind"] not in ("agent-started", "recovery-needed"):
+        return None
+    last = turns[-1]
+    attempt = int(last.get("attempt") or attempt)
+    if last["kind"] == "recovery-needed":
+        how = f"{last.get('how') or 'the attempt ended'}; paella was stopped before a choice"
+        return attempt, how, tuple(last.get("tail") or ())
+    return attempt, f"paella itself stopped while attempt {attempt} ran (its agent was stopped)", ()
+
+
+@st.composite
+def resumable_histories(draw: st.DrawFn) -> list[Event]:
+    """A random history with what a resume looks for: attempts started and ended, recoveries
+    asked (with output) and answered, steps, the start tree, accepted protected files,
+    bisects, rollbacks, resumes by other paellas."""
+    events = draw(histories())
+    for _ in range(draw(st.integers(0, 25))):
+        what = draw(st.integers(0, 8))
+        tree = draw(st.sampled_from(TREES))
+        n = draw(st.integers(0, 30))
+        if what == 0:
+            events.append(LedgerRecord(record_kind="run-tree", fields={"tree": tree}))
+        elif what == 1:
+            ref = f"refs/paella/20261201-100000-abc/frozen/{n}"
+            fields = {"ref": ref, "commit": f"{n:040x}", "tree": tree, "paths": ["t"], "by": "u"}
+            events.append(LedgerRecord(record_kind="protected-accepted", fields=fields))
+        elif what == 2:
+            files = [{"path": f"f{n}", "added": n, "removed": 1}]
+            step = {"ref": f"refs/paella/r/steps/{n}", "commit": f"{n:040x}", "tree": tree}
+            events.append(StepKept(n=n, fields={**step, "files": files, "tail": ["x"]}))
+        elif what == 3:
+            tail = tuple(draw(st.lists(st.sampled_from(["a", "b"]), max_size=3)))
+            how = draw(st.sampled_from(["", "exit 1"]))
+            attempt = draw(st.integers(0, 3))
+            events.append(RecoveryAsked(ending="crash", how=how, attempt=attempt, tail=tail))
+        elif what == 4:
+            choice = draw(st.sampled_from(["rollback", "continue", "stop"]))
+            events.append(RecoveryChosen(choice=choice, by="user"))
+        elif what == 5:
+            events.append(AgentStarted(attempt=n + 1, pid=n + 2, create_time=1.0, argv=("a",)))
+        elif what == 6:
+            events.append(AgentExited(attempt=n + 1, exit_code=1, signal=None))
+        elif what == 7:
+            point = BreakPoint(gate=draw(st.sampled_from(GATES)), verdict="found", step=n)
+            events.append(BisectFinished(point=point))
+        else:
+            events.append(SupervisorResumed(paella_pid=draw(st.sampled_from([None, n + 5]))))
+    return events
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(events=resumable_histories(), attempt=st.integers(1, 4))
+def test_what_a_resume_takes_from_the_state_is_what_the_ledger_says(
+    tmp_path_factory: pytest.TempPathFactory, events: list[Event], attempt: int
+) -> None:
+    """The undecided attempt, the start tree, the newest step, the accepted protected files,
+    the bisects' verdicts and the supervising paella, read from the kept state, equal what a
+    whole read of the ledger gives."""
+    from paella_tui.supervisor.judge.break_points import breaks_of
+    from paella_tui.supervisor.run.attempt_end import lost_attempt
+    from paella_tui.supervisor.store.steps import StepRecord, last_step
+
+    folder = tmp_path_factory.mktemp("ledger")
+    ledger = Ledger(folder / "events.jsonl")
+    for event in events:
+        _write(ledger, event)
+    records = [dict(r) for r in ledger.read().records]
+    state = StateStore(ledger.path).load().state
+    lost = lost_attempt(state, attempt)
+    found = (lost.attempt, lost.false_success, lost.tail) if lost is not None else None
+    assert found == _lost_reference(records, attempt)
+    trees = [r["tree"] for r in records if r["kind"] == "run-tree"]
+    assert state.start_tree == (trees[0] if trees else None)
+    newest = StepRecord.from_ledger(dict(state.steps.newest)) if state.steps.newest else None
+    assert newest == last_step(records)
+    accepted = [
+        {k: v for k, v in r.items() if k not in ("t", "kind", "prev")}
+        for r in records
+        if r["kind"] == "protected-accepted"
+    ]
+    assert [dict(a) for a in state.accepted] == accepted
+    assert {g: (p.verdict, p.step) for g, p in state.breaks.items()} == {
+        g: (p.verdict, p.step) for g, p in breaks_of(records).items()
+    }
+    pids = [r.get("paella_pid") for r in records if r["kind"] in ("run-started", "resumed")]
+    assert state.supervisor_pid == next((p for p in reversed(pids) if p), None)

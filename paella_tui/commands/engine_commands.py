@@ -31,17 +31,15 @@ if TYPE_CHECKING:
 def _refuse_if_supervised(run: Run | None) -> None:
     if run is None:
         return
-    started = run.ledger.read().of_kind("run-started", "resumed")
-    for record in reversed(list(started)):
-        pid = record.get("paella_pid")
-        if pid and pid != os.getpid() and process_alive(pid, None):
-            view = RunView.load(run)
-            if view.state() in ("running", "retry-wait", "recovering"):
-                raise WorkspaceError(
-                    f"run {run.run_id} is already supervised by paella pid {pid}",
-                    hint="watch it with `paella status --watch`, or stop that paella first.",
-                )
-        break
+    # The newest run-started or resumed record's paella, as the run's state keeps it.
+    view = RunView.load(run)
+    pid = view.run_state.supervisor_pid
+    alive = bool(pid) and pid != os.getpid() and process_alive(pid, None)
+    if alive and view.state() in ("running", "retry-wait", "recovering"):
+        raise WorkspaceError(
+            f"run {run.run_id} is already supervised by paella pid {pid}",
+            hint="watch it with `paella status --watch`, or stop that paella first.",
+        )
 
 
 def _use_tui(args: argparse.Namespace) -> bool:

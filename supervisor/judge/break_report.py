@@ -60,6 +60,9 @@ def _minutes(start: str | None, end: str | None) -> float | None:
 def break_reports(view: RunView, *, budget: int = DIFF_CHARS) -> tuple[BreakReport, ...]:
     """Reports for the gates that are regressed now and whose break a bisect found."""
     regressed = {name for name, r in view.gate_results().items() if r.get("regressed")}
+    found = view.run_state.breaks.values()  # the same verdicts, folded: no read of the ledger
+    if not any(p.verdict == "found" and p.gate in regressed for p in found):
+        return ()  # the common case: the steps are read only to show a break
     records = since_rollback(view.records)
     steps = steps_of(records)
     by_n = {s.n: s for s in steps}

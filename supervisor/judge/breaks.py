@@ -34,6 +34,7 @@ from paella_tui.supervisor.run.events import (
     Notice,
 )
 from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.run.state import RunState
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.steps import (
@@ -61,27 +62,31 @@ class BreakTracker:
         attempt: Callable[[], int],
         base: Callable[[], SnapshotRecord | None],
         busy: Callable[[], bool] = lambda: True,
-        records: Sequence[dict[str, Any]] | None = None,
+        state: RunState | None = None,
     ) -> None:
         """``busy`` says whether the gates are being judged (a settle then needs a snapshot of
-        its own); ``records`` is the ledger as the caller read it (read again when None)."""
+        its own); ``state`` is the run's state as the caller folded it (folded here when None):
+        where the bisects found each gate broke, and the newest step, without reading the
+        ledger."""
         self._run = run
         self._contract = contract
         self._emit = emit
         self._base = base
         self._busy = busy
-        if records is None:
-            records = run.ledger.read().records
+        if state is None:
+            from paella_tui.supervisor.run.state_store import StateStore
+
+            state = StateStore(run.ledger.path).load().state
         self.steps = StepKeeper(
             run,
             snapshotter,
             emit=emit,
             tail=lambda: tail(TAIL_LINES),
             attempt=attempt,
-            ledger=records,
+            newest=state.steps.newest,
         )
         self.breaks: dict[str, BreakPoint] = {
-            g: p for g, p in breaks_of(records).items() if p.verdict != "running"
+            g: p for g, p in state.breaks.items() if p.verdict != "running"
         }
         """Where each gate broke, as the bisects found (since the last rollback)."""
         self.before_break: SnapshotRecord | None = None

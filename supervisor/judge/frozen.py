@@ -22,17 +22,17 @@ While a protected path differs the run is not done; a person decides:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from paella_tui.supervisor.base.errors import GitError, WorkspaceError
 from paella_tui.supervisor.base.globs import match_any
 from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract
 from paella_tui.supervisor.run.integrity import ensure_snapshot
-from paella_tui.supervisor.run.ledger import LedgerRead
 from paella_tui.supervisor.run.runs import Run, save_to_mirror
+from paella_tui.supervisor.run.state_store import StateStore
 from paella_tui.supervisor.store import checkpoints
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.gitcli import Git
@@ -116,19 +116,25 @@ class FrozenFiles:
 
     @classmethod
     def for_run(
-        cls, run: Run, contract: Contract, start_tree: str, read: LedgerRead
+        cls,
+        run: Run,
+        contract: Contract,
+        start_tree: str,
+        accepted: Sequence[Mapping[str, Any]],
     ) -> FrozenFiles:
-        """The run's frozen files: its start tree, or the newest accepted tree the mirror confirms."""
+        """The run's frozen files: its start tree, or the newest accepted tree the mirror confirms
+        (``accepted``: the run's ``protected-accepted`` records, oldest first, as its state keeps
+        them)."""
         mirrored = Mirror.for_workspace(run.workspace).refs(run.run_id) or {}
-        for record in reversed([r for r in read.records if r.get("kind") == ACCEPTED]):
+        for record in reversed(accepted):
             if _confirmed(run, record, mirrored):
-                accepted = (str(record["ref"]), str(record["commit"]))
+                kept = (str(record["ref"]), str(record["commit"]))
                 return cls(
                     run.workspace,
                     protected_globs(contract),
                     str(record["tree"]),
                     run=run,
-                    kept=accepted,
+                    kept=kept,
                 )
         start = _keep_start(run, start_tree, mirrored)
         return cls(run.workspace, protected_globs(contract), start_tree, run=run, kept=start)
@@ -210,7 +216,7 @@ class FrozenFiles:
         paths = list(_paths(changes))
         body = f"paella: protected files accepted by {by}: {', '.join(paths[:20])}\n"
         commit = git.out(["commit-tree", new_tree], input=body.encode())
-        n = 1 + sum(1 for r in run.ledger.read().records if r.get("kind") == ACCEPTED)
+        n = 1 + len(StateStore(run.ledger.path).load().state.accepted)
         while True:
             ref = f"{run.ref_prefix}/frozen/{n}"
             try:
@@ -295,7 +301,7 @@ def _paths(changes: list[Change]) -> tuple[str, ...]:
     return tuple(sorted(c.path for c in changes))
 
 
-def _confirmed(run: Run, record: dict[str, object], mirrored: dict[str, str]) -> bool:
+def _confirmed(run: Run, record: Mapping[str, object], mirrored: dict[str, str]) -> bool:
     """Whether an accept record is the mirror's: its ref holds its commit there, whose tree it names."""
     ref, commit, tree = record.get("ref"), record.get("commit"), record.get("tree")
     if not (isinstance(ref, str) and isinstance(commit, str) and isinstance(tree, str)):

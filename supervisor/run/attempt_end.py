@@ -1,6 +1,6 @@
 """How an attempt ended, as the run records it: the exit as an :class:`AgentExited` event (this
 attempt's output lines only, the profile's reading of a false success), and the attempt a crash
-of paella left undecided, found again in the ledger by a resume."""
+of paella left undecided, found again in the run's state by a resume."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from paella_tui.supervisor.agent.profiles.registry import Profile
 from paella_tui.supervisor.agent.profiles.stream import DecodedStats
 from paella_tui.supervisor.run.events import AgentExited
 from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.state import RunState
 
 ATTEMPT_MARKER = "── paella: attempt "
 """The display tail runs across attempts; this line separates them."""
@@ -52,18 +53,18 @@ def exited_event(
     )
 
 
-def lost_attempt(view: RunView, attempt: int) -> AgentExited | None:
+def lost_attempt(state: RunState, attempt: int) -> AgentExited | None:
     """The attempt a crash of paella left undecided (its agent was running, or its recovery was
-    being asked), as an exit to recover from; None when its end was decided."""
-    records = view.of_kind("agent-started", "agent-exited", "recovery-needed", "recovery-chosen")
-    if not records or records[-1].get("kind") not in ("agent-started", "recovery-needed"):
+    being asked), as an exit to recover from; None when its end was decided. From the run's
+    state: its newest attempt start, exit, recovery asked or chosen (:class:`Turn`)."""
+    turn = state.turn
+    if turn is None or turn.kind not in ("agent-started", "recovery-needed"):
         return None
-    last = records[-1]
-    attempt = int(last.get("attempt") or attempt)
+    attempt = turn.attempt or attempt
     tail: tuple[str, ...] = ()
-    if last.get("kind") == "recovery-needed":
-        tail = tuple(str(line) for line in last.get("tail") or ())
-        how = f"{last.get('how', 'the attempt ended')}; paella was stopped before a choice"
+    if turn.kind == "recovery-needed":
+        tail = turn.tail
+        how = f"{turn.how or 'the attempt ended'}; paella was stopped before a choice"
     else:
         how = f"paella itself stopped while attempt {attempt} ran (its agent was stopped)"
     # No exit of its own was seen: the sentence stands where the exit would be described.

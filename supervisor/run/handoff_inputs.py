@@ -16,9 +16,9 @@ from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.judge.break_report import break_reports, handoff_section
 from paella_tui.supervisor.judge.failures import failing_tests_in_log
 from paella_tui.supervisor.run.events import RED, GateResult, GateStatus, Usage
+from paella_tui.supervisor.run.ledger import ledger_iso
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.state import GateNow, RunState
-from paella_tui.supervisor.run.state_store import ledger_iso
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
 
 

@@ -31,7 +31,7 @@ def frozen_contract(
 ) -> FrozenContract:
     """The frozen contract's text, verified against its recorded sha256 and the mirror's copy
     (see :func:`~paella_tui.supervisor.run.frozen_contract.verified_contract`)."""
-    read = read if read is not None else run.ledger.read()
+    read = read if read is not None else run.ledger.read_first()
     return verified_contract(run.workspace, run.run_id, run.contract_copy, read, restore=restore)
 
 

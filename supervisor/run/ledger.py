@@ -48,6 +48,23 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def ledger_time(iso: object) -> float:
+    """Seconds since the epoch from a record's ``t`` (``…Z``); 0.0 when unreadable."""
+    if not isinstance(iso, str):
+        return 0.0
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def ledger_iso(at: float) -> str:
+    """A record's ``t`` (ISO 8601 UTC, milliseconds) from epoch seconds: the inverse of
+    :func:`ledger_time` for every ``t`` the writer makes (milliseconds survive the float)."""
+    stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
 def line_hash(line: bytes) -> str:
     """The chain hash of one ledger line (without its newline): 128 bits of sha256, in hex."""
     return hashlib.sha256(line).hexdigest()[:32]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from paella_tui.supervisor.run.ledger import Pending
+from paella_tui.supervisor.run.ledger import Pending, ledger_time
 from paella_tui.supervisor.run.ledger_events import event_of
 from paella_tui.supervisor.run.state import RunState
 from paella_tui.supervisor.run.state_handlers import apply
@@ -22,7 +22,6 @@ from paella_tui.supervisor.run.state_store import (
     SAVE_EVERY,
     Folded,
     StateStore,
-    ledger_time,
 )
 
 

@@ -140,7 +140,7 @@ class LoopParts:
             attempt=lambda: self.attempts.attempt,
             base=lambda: self.evaluator.base,
             busy=lambda: self.evaluator.busy,
-            records=view.records,
+            state=view.run_state,
         )
         """Every settled change kept as a step; a bisect at every regression (issue 16)."""
         self.recovery = Recovery(
@@ -169,8 +169,9 @@ class LoopParts:
     async def _freeze(self, start_tree: str) -> None:
         """From now on the gates and the drift checks judge protected files at their frozen
         content (the start tree's, or what a person accepted since)."""
+        accepted = self.run_state.accepted
         self.frozen = await asyncio.to_thread(
-            FrozenFiles.for_run, self.run_, self.contract, start_tree, self.run_.ledger.read()
+            FrozenFiles.for_run, self.run_, self.contract, start_tree, accepted
         )
         assert self.drift.tracker is not None
         self.drift.tracker.frozen = self.frozen

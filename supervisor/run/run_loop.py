@@ -125,7 +125,9 @@ class RunLoop(LoopParts):
     async def _resume_start(self) -> int | Path:
         """A resume: decide the attempt a crash left undecided, write the handoff, wait for the
         agent's reset; the handoff's path, or an exit status when the run ends instead."""
-        lost = await asyncio.to_thread(lambda: lost_attempt(RunView.load(self.run_), self.attempt))
+        lost = await asyncio.to_thread(
+            lambda: lost_attempt(RunView.load(self.run_).run_state, self.attempt)
+        )
         if lost is not None:
             # paella died before a decision was made about that attempt: make it now, on the
             # tree as it is (a resume must not carry on from a regressed tree unasked).

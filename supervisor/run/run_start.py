@@ -30,9 +30,11 @@ def stop_orphans(run: Run, grace: float) -> str | None:
 
 
 def run_start_tree(run: Run, snapshot_tree: Callable[[], str]) -> str:
-    """The tree the run started on (drift is judged against it), recorded once per run."""
-    for record in run.ledger.read().of_kind("run-tree"):
-        return str(record["tree"])
+    """The tree the run started on (drift is judged against it), recorded once per run (the
+    run's state keeps the first record's)."""
+    kept = RunView.load(run).run_state.start_tree
+    if kept is not None:
+        return kept
     tree = snapshot_tree()
     run.ledger.append("run-tree", tree=tree)
     return tree

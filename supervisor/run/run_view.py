@@ -14,10 +14,10 @@ import psutil
 from paella_tui.supervisor.agent.usage import Usage
 from paella_tui.supervisor.base.files import read_regular_file
 from paella_tui.supervisor.contract.model import MAX_CONTRACT_BYTES, Contract
-from paella_tui.supervisor.run.ledger import ChainBreak
+from paella_tui.supervisor.run.ledger import ChainBreak, ledger_iso
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.run.state import ContractSpec, Phase, RunState
-from paella_tui.supervisor.run.state_store import Folded, StateStore, ledger_iso, snapshot_read
+from paella_tui.supervisor.run.state_store import Folded, StateStore, snapshot_read
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
 
 RUN_STATES = ("running", "retry-wait", "recovering", "stopped", "dead", "done")

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from paella_tui.supervisor.agent.usage import Usage
 from paella_tui.supervisor.run.events import (
@@ -178,6 +178,26 @@ class StepsSummary:
     count: int = 0
     last: int | None = None
     pruned: bool = False
+    newest: Mapping[str, Any] | None = None
+    """The newest numbered step's record (its fields, ``t`` included): where a resumed run's
+    steps go on from, without reading the ledger."""
+
+
+TurnKind = Literal["agent-started", "agent-exited", "recovery-needed", "recovery-chosen"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The newest of an attempt's start, its exit, a recovery asked and the choice made: a
+    resume that finds a start or an unanswered recovery last decides the attempt a crash of
+    paella left undecided."""
+
+    kind: TurnKind
+    attempt: int = 0
+    """The record's attempt (0: it named none)."""
+    how: str = ""
+    tail: tuple[str, ...] = ()
+    """A recovery's: the attempt's last output lines, as the record kept them."""
 
 
 @dataclass(frozen=True)
@@ -262,6 +282,14 @@ class RunState:
     """The rollback done since the newest attempt started (None once another starts)."""
     done_gates: tuple[str, ...] | None = None
     steps: StepsSummary = field(default_factory=StepsSummary)
+    turn: Turn | None = None
+    """The newest attempt start, exit, recovery asked or chosen (see :class:`Turn`)."""
+    start_tree: str | None = None
+    """The tree the run started on, as its first ``run-tree`` record says."""
+    accepted: tuple[Mapping[str, Any], ...] = ()
+    """The protected-files decisions that accepted a change (``protected-accepted`` records'
+    fields, oldest first): the frozen judge confirms them with the mirror; no rule here reads
+    them."""
 
     # --- derived, by the rules above ------------------------------------------------------
 

@@ -32,6 +32,7 @@ from paella_tui.supervisor.run.events import (
     RunDone,
     RunStopped,
 )
+from paella_tui.supervisor.run.ledger import ledger_iso
 from paella_tui.supervisor.run.ledger_events import (
     LedgerRecord,
     RecoveryAsked,
@@ -52,6 +53,7 @@ from paella_tui.supervisor.run.state import (
     RecoveryNote,
     Retry,
     RunState,
+    Turn,
     add_green_tree,
     base_after_rollback,
     green_after_rollback,
@@ -94,6 +96,7 @@ def _agent_started(state: RunState, event: Any, _trusted: bool) -> RunState:
         retry=None,
         done_gates=None,
         last_rollback=None,
+        turn=Turn("agent-started", event.attempt),
     )
 
 
@@ -131,7 +134,8 @@ def _agent_exited(state: RunState, event: Any, _trusted: bool) -> RunState:
     if event.usage is not None:
         usage = MappingProxyType({**usage, event.attempt: event.usage})
     phase = state.phase if state.phase is Phase.DONE else Phase.EVALUATING
-    return replace(state, last_exit=end, usage_by_attempt=usage, phase=phase)
+    turn = Turn("agent-exited", event.attempt)
+    return replace(state, last_exit=end, usage_by_attempt=usage, phase=phase, turn=turn)
 
 
 def _gate_started(state: RunState, event: Any, _trusted: bool) -> RunState:
@@ -251,7 +255,8 @@ def _recovery_facts(state: RunState, event: Any, trusted: bool) -> RunState:
     asked = RecoveryAsked(
         ending=f.ending,
         how=f.how,
-        attempt=f.attempt,
+        attempt=f.attempt or 0,
+        tail=tuple(f.tail[-20:]),
         regressions=f.regressions,
         base=f.base.n if f.base is not None else None,
         default=f.default,
@@ -261,6 +266,11 @@ def _recovery_facts(state: RunState, event: Any, trusted: bool) -> RunState:
 
 def _other(state: RunState, event: Any, _trusted: bool) -> RunState:
     """A rollback's intent and its failure (an interrupted rollback is one with no end)."""
+    if event.record_kind == "run-tree" and state.start_tree is None:
+        tree = event.fields.get("tree")
+        return replace(state, start_tree=tree) if isinstance(tree, str) else state
+    if event.record_kind == "protected-accepted":
+        return replace(state, accepted=(*state.accepted, MappingProxyType(dict(event.fields))))
     if event.record_kind == "rollback-intent":
         intent = {**event.fields, "t": event.at}
         return replace(state, pending_rollback=MappingProxyType(intent))
@@ -300,7 +310,8 @@ def _recovery_needed(state: RunState, event: Any, _trusted: bool) -> RunState:
         base=event.base,
         default=event.default,
     )
-    return replace(state, phase=Phase.RECOVERING, recovery=note)
+    turn = Turn("recovery-needed", event.attempt or 0, event.how, event.tail)
+    return replace(state, phase=Phase.RECOVERING, recovery=note, turn=turn)
 
 
 def _recovery_chosen(state: RunState, event: Any, _trusted: bool) -> RunState:
@@ -308,7 +319,7 @@ def _recovery_chosen(state: RunState, event: Any, _trusted: bool) -> RunState:
     if note is not None:
         note = replace(note, choice=event.choice, by=event.by)
     phase = state.phase if event.choice == "stop" else Phase.RESUMING
-    return replace(state, recovery=note, phase=phase)
+    return replace(state, recovery=note, phase=phase, turn=Turn("recovery-chosen"))
 
 
 def _handoff(state: RunState, event: Any, _trusted: bool) -> RunState:
@@ -327,7 +338,11 @@ def _run_stopped(state: RunState, event: Any, _trusted: bool) -> RunState:
 
 
 def _step(state: RunState, event: Any, _trusted: bool) -> RunState:
-    steps = replace(state.steps, count=state.steps.count + 1, last=event.n)
+    newest = state.steps.newest
+    if isinstance(event.n, int):
+        # The record as the ledger has it (its time back from the event's: exact to the ms).
+        newest = MappingProxyType({**event.fields, "n": event.n, "t": ledger_iso(event.at)})
+    steps = replace(state.steps, count=state.steps.count + 1, last=event.n, newest=newest)
     return replace(state, steps=steps)
 
 

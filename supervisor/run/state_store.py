@@ -15,7 +15,6 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from paella_tui.supervisor.run.ledger import (
     ChainBreak,
     LedgerRead,
     flush_handed,
+    ledger_time,
     line_hash,
     parse,
 )
@@ -73,22 +73,6 @@ class Folded:
     def said(self) -> tuple[str, ...]:
         """Every warning about the ledger, the torn last line included."""
         return (*self.warnings, self.torn) if self.torn else self.warnings
-
-
-def ledger_time(iso: object) -> float:
-    """Seconds since the epoch from a ledger ``t`` (``…Z``); 0.0 when unreadable."""
-    if not isinstance(iso, str):
-        return 0.0
-    try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
-
-
-def ledger_iso(at: float) -> str:
-    """A ledger ``t`` (ISO 8601 UTC, milliseconds) from epoch seconds."""
-    stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
-    return stamp.replace("+00:00", "Z")
 
 
 # What this process folded last, per ledger: a command that asks twice reads nothing twice.

@@ -92,7 +92,8 @@ def _kill_point(step: str) -> None:
 def interrupted_rollback(run: Run) -> InterruptedRollback | None:
     """The newest rollback of this run that recorded its intent but never its end, if any (the
     run state's fold: a newer rollback supersedes an older interrupted one)."""
-    from paella_tui.supervisor.run.state_store import StateStore, ledger_iso
+    from paella_tui.supervisor.run.ledger import ledger_iso
+    from paella_tui.supervisor.run.state_store import StateStore
 
     intent = StateStore(run.ledger.path).load().state.pending_rollback
     if intent is None:

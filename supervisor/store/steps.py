@@ -19,7 +19,7 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -308,18 +308,22 @@ class StepKeeper:
         emit: Callable[[Event], None],
         tail: Callable[[], Sequence[str]],
         attempt: Callable[[], int],
-        ledger: Sequence[dict[str, Any]] | None = None,
+        newest: Mapping[str, Any] | None = None,
     ) -> None:
-        """``ledger`` is the run's ledger as the caller read it (read here when None)."""
+        """``newest`` is the run's newest step record as its state keeps it (None: no step yet;
+        one this version cannot read: the ledger is read for the newest it can)."""
         self._run = run
         self._snapshotter = snapshotter
         self._emit = emit
         self._tail = tail
         self._attempt = attempt
-        self.last: StepRecord | None = last_step(
-            run.ledger.read().records if ledger is None else ledger
-        )
+        self.last: StepRecord | None = None
         """The newest step (None before step 0)."""
+        if newest is not None:
+            try:
+                self.last = StepRecord.from_ledger(dict(newest))
+            except (KeyError, TypeError, ValueError):
+                self.last = last_step(run.ledger.read().records)
         self._trees: list[str | None] = []
         """Pending work: a tree to keep, or None for "snapshot first"."""
         self._worker: asyncio.Task[None] | None = None
