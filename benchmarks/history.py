@@ -29,12 +29,14 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.harness import clean_env, commit_workspace, log, new_repo, work_folder
+from benchmarks.harness import commit_workspace, log, new_repo, work_folder
 from benchmarks.machine import cores_line, git_version, python_line
 from benchmarks.stats import median, ms
+from benchmarks.tui_resume import ResumeTimes, terminal_env, time_resume
 from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.judge.evaluation import Evaluator
 from paella_tui.supervisor.run.events import (
+    AgentExited,
     AgentStarted,
     AgentStats,
     EvaluationFinished,
@@ -43,6 +45,7 @@ from paella_tui.supervisor.run.events import (
     GateFinished,
     GateResult,
     GateStarted,
+    RunStopped,
 )
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run, RunStore
@@ -50,8 +53,10 @@ from paella_tui.supervisor.store.checkpoints import take_checkpoint
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
+AGENT_LINE = "paella-bench-agent-line"
+"""What the agent prints first: the TUI has shown the agent's line once this is on screen."""
 CONTRACT = {
-    "run": {"prompt": "build it", "agent": ["sleep", "3600"]},
+    "run": {"prompt": "build it", "agent": ["sh", "-c", f"echo {AGENT_LINE}; exec sleep 3600"]},
     "gate": [
         {"name": "unit", "cmd": ["true"], "timeout": "60s"},
         {"name": "lint", "cmd": ["true"], "timeout": "60s"},
@@ -125,22 +130,34 @@ def _time(command: str, cwd: Path, scratch: Path) -> tuple[float, int]:
         ["/usr/bin/time", "-f", "%M", "-o", str(report), "sh", "-c", command],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
-        env=clean_env(),
+        env=terminal_env(scratch / "pycache"),
         check=True,
     )
     elapsed = time.perf_counter() - start
     return elapsed, int(report.read_text().split()[-1]) * 1024
 
 
-def paella_status(repo: Path) -> None:
+def stop(run: Run) -> None:
+    """End the attempt as a person's stop does (its exit and the run's stop, recorded): the next
+    ``paella resume`` has nothing left to decide and starts the agent at once."""
+    _record(run, AgentExited(attempt=1, exit_code=None, signal=15, stopped_by_user=True))
+    _record(run, RunStopped(reason="stopped by you"))
+    run.ledger.flush()
+
+
+def paella_status(repo: Path, scratch: Path) -> None:
     """One ``paella status`` (it keeps the run's folded state beside the ledger)."""
     subprocess.run(
-        ["paella", "status"], cwd=repo, stdout=subprocess.DEVNULL, env=clean_env(), check=True
+        ["paella", "status"],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        env=terminal_env(scratch / "pycache"),
+        check=True,
     )
 
 
 def seed_seconds(run: Run, snapshotter: Snapshotter) -> float:
-    """Time the evaluator's seed from the run's ledger (what a resumed run does first)."""
+    """Time the evaluator's seed from the run's ledger (what a resumed run did first)."""
     contract = run.load_contract()
     assert contract is not None
     history = RunView.load(run).of_kind("gate-finished")
@@ -161,8 +178,180 @@ def seed_seconds(run: Run, snapshotter: Snapshotter) -> float:
     return asyncio.run(build())
 
 
+Row = tuple[int, int, str, float, float, int, int]
+"""records, checkpoints, measure, fresh median (s), grown median (s), fresh RSS, grown RSS"""
+
+
+def time_commands(
+    spaces: dict[str, Path], root: Path, repeat: int, commands: dict[str, str]
+) -> dict[str, Row]:
+    """Every command of ``commands`` in both workspaces, warm, interleaved round-robin."""
+    times: dict[tuple[str, str], list[float]] = {}
+    rss: dict[tuple[str, str], int] = {}
+    for command in commands.values():
+        for repo in spaces.values():
+            _time(command, repo, root)  # warm
+    for _ in range(repeat):
+        for name, command in commands.items():
+            for where, repo in spaces.items():
+                elapsed, peak = _time(command, repo, root)
+                times.setdefault((name, where), []).append(elapsed)
+                rss[(name, where)] = max(rss.get((name, where), 0), peak)
+    return {
+        name: (
+            0,
+            0,
+            name,
+            median(times[(name, "fresh")]),
+            median(times[(name, "grown")]),
+            rss[(name, "fresh")],
+            rss[(name, "grown")],
+        )
+        for name in commands
+    }
+
+
+TUI_PAINTED = "TUI resume: board painted"
+TUI_AGENT = "TUI resume: the agent's line shown"
+
+
+def time_tui(spaces: dict[str, Path], root: Path, repeat: int) -> dict[str, Row]:
+    """``paella resume`` in the TUI in both workspaces, interleaved, after one untimed each."""
+    env = terminal_env(root / "pycache")
+    found: dict[str, list[ResumeTimes]] = {where: [] for where in spaces}
+    for timed in [False] + [True] * repeat:  # one untimed round first
+        for where, repo in spaces.items():
+            run = RunStore(Workspace.find(repo)).current()
+            assert run is not None
+            count = len(RunView.load(run).checkpoints)
+            times = time_resume(repo, checkpoints=count, agent_line=AGENT_LINE, env=env, root=root)
+            if timed:
+                found[where].append(times)
+    rows = {}
+    for name, pick in ((TUI_PAINTED, "painted"), (TUI_AGENT, "agent_line")):
+        fresh = median([getattr(t, pick) for t in found["fresh"]])
+        grown = median([getattr(t, pick) for t in found["grown"]])
+        peaks = {w: max(t.peak_rss for t in found[w]) for w in spaces}
+        rows[name] = (0, 0, name, fresh, grown, peaks["fresh"], peaks["grown"])
+    for where, results in found.items():
+        log(f"  TUI resume, {where}: stopped by {results[-1].stopped}")
+    return rows
+
+
+def make_spaces(root: Path) -> dict[str, tuple[Path, Run, Snapshotter]]:
+    """The fresh and the grown workspace, each with a run opened through the engine."""
+    spaces = {}
+    for name in ("fresh", "grown"):
+        repo = root / name
+        new_repo(repo)
+        for i in range(200):
+            (repo / "src" / f"m{i}.py").write_text(f"X = {i}\n")
+        commit_workspace(repo, CONTRACT)
+        workspace = Workspace.find(repo)
+        contract = load_contract(repo / "paella.toml")
+        run = RunStore(workspace).create(contract, manual=False)
+        _record(run, AgentStarted(attempt=1, pid=1, create_time=0.0, argv=("sleep", "3600")))
+        spaces[name] = (repo, run, Snapshotter(workspace))
+    return spaces
+
+
+def commands_of(args: argparse.Namespace, root: Path) -> dict[str, str]:
+    """The commands timed: ``COMMANDS``, and with ``--before`` the other checkout's checkpoint
+    and status (each version with its own mirror)."""
+    commands = dict(COMMANDS)
+    if args.before is not None:
+        before = f"PYTHONPATH={args.before.resolve()} XDG_STATE_HOME={root / 'state-before'}"
+        commands["paella checkpoint, --before"] = f"{before} paella checkpoint --label bench"
+        commands["paella status, --before"] = f"{before} paella status"
+    return commands
+
+
+def measure(
+    args: argparse.Namespace, root: Path
+) -> tuple[list[Row], list[tuple[int, float, float]]]:
+    """Grow the ledger size after size; at each, the commands and the TUI resume, side by side."""
+    spaces = make_spaces(root)
+    fresh_repo, fresh_run, fresh_snap = spaces["fresh"]
+    grown_repo, grown_run, grown_snap = spaces["grown"]
+    grow(fresh_run, fresh_snap, 20, 2, 0)
+    take_checkpoint(fresh_run, fresh_snap, episode=1, gates_green=("unit",), label="bench")
+    stop(fresh_run)
+    count, cycle = 2, 0
+    repos = {"fresh": fresh_repo, "grown": grown_repo}
+    rows: list[Row] = []
+    seeds: list[tuple[int, float, float]] = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        started = time.perf_counter()
+        count, cycle = grow(grown_run, grown_snap, size, count, cycle)
+        stop(grown_run)
+        ledger = grown_run.ledger.path.stat().st_size
+        log(f"{count:,} records ({ledger / 1e6:.1f} MB) in {time.perf_counter() - started:.0f} s")
+        checkpoints = len(RunView.load(grown_run).checkpoints)
+        paella_status(grown_repo, root)  # the kept state, as any command after the growth leaves it
+        measured = {}
+        if not args.tui_only:
+            measured |= time_commands(repos, root, args.repeat, commands_of(args, root))
+        if not args.no_tui:
+            measured |= time_tui(repos, root, args.repeat)
+        for name, row in measured.items():
+            rows.append((count, checkpoints, *row[2:]))
+            # Said as it comes: a long run shows its curve before it ends.
+            log(
+                f"  {name}: fresh {ms(row[3])}, grown {ms(row[4])} ({row[4] / row[3]:.2f} ×), "
+                f"RSS {row[6] / 1e6:.1f} MB"
+            )
+        if not args.tui_only:
+            seeds.append(
+                (count, seed_seconds(fresh_run, fresh_snap), seed_seconds(grown_run, grown_snap))
+            )
+    return rows, seeds
+
+
+TARGETS = {
+    "paella status": 1.3,
+    "paella checkpoints": 1.3,
+    "paella checkpoint": 1.3,
+    TUI_PAINTED: 1.5,
+}
+
+
+def report(
+    args: argparse.Namespace, rows: list[Row], seeds: list[tuple[int, float, float]]
+) -> None:
+    """The tables: the curve, the evaluator's seed, the targets at the largest size."""
+    load = os.getloadavg()
+    print(f"{cores_line()}\n{python_line()}\n- git {git_version()}")
+    print(f"- load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}")
+    print(f"- medians of {args.repeat} interleaved runs each, after one warm-up\n")
+    print(
+        "| records | checkpoints | measure | fresh run | grown run | ratio | RSS fresh | RSS grown |"
+    )
+    print("|---:|---:|---|---:|---:|---:|---:|---:|")
+    for count, checkpoints, name, fresh, grown, rss_fresh, rss_grown in rows:
+        print(
+            f"| {count:,} | {checkpoints:,} | {name} | {ms(fresh)} | {ms(grown)} "
+            f"| {grown / fresh:.2f} × | {rss_fresh / 1e6:.1f} MB | {rss_grown / 1e6:.1f} MB |"
+        )
+    if seeds:
+        print("\n| records | evaluator seed, fresh run | evaluator seed, grown run |")
+        print("|---:|---:|---:|")
+        for count, fresh, grown in seeds:
+            print(f"| {count:,} | {ms(fresh)} | {ms(grown)} |")
+    last = [r for r in rows if r[0] == rows[-1][0]]
+    print("\n| target (at the largest size) | measured | verdict |")
+    print("|---|---|---|")
+    for _count, _c, name, fresh, grown, _rf, rss_grown in last:
+        bound = TARGETS.get(name)
+        if bound is not None:
+            ratio = grown / fresh
+            verdict = "PASS" if ratio <= bound else "**FAIL**"
+            print(f"| {name} ≤ {bound} × a fresh run | {ratio:.2f} × | {verdict} |")
+        verdict = "PASS" if rss_grown < 80e6 else "**FAIL**"
+        print(f"| {name}: RSS < 80 MB | {rss_grown / 1e6:.1f} MB | {verdict} |")
+
+
 def main() -> int:
-    """Grow the ledger, time the commands at each size, print the tables."""
+    """Grow the ledger, time the commands and the TUI's resume at each size, print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--repeat", type=int, default=5)
@@ -175,8 +364,9 @@ def main() -> int:
         help="also time `paella checkpoint` and `paella status` of the paella checkout in DIR "
         "(`git archive <commit> | tar -x -C DIR`), interleaved, each version with its own mirror",
     )
+    parser.add_argument("--no-tui", action="store_true", help="the commands only")
+    parser.add_argument("--tui-only", action="store_true", help="the TUI's resume only")
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
     if not shutil.which("/usr/bin/time"):
         print("/usr/bin/time is needed for the RSS (apt-get install time)", file=sys.stderr)
         return 2
@@ -187,102 +377,8 @@ def main() -> int:
         root = work_folder(stack, args.keep, "paella-history-")
         # The mirrors go there, not in the home folder; a --before checkout has its own.
         os.environ["XDG_STATE_HOME"] = str(root / "state")
-        commands = dict(COMMANDS)
-        if args.before is not None:
-            before = f"PYTHONPATH={args.before.resolve()} XDG_STATE_HOME={root / 'state-before'}"
-            commands["paella checkpoint, --before"] = f"{before} paella checkpoint --label bench"
-            commands["paella status, --before"] = f"{before} paella status"
-        spaces = {}
-        for name in ("fresh", "grown"):
-            repo = root / name
-            new_repo(repo)
-            for i in range(200):
-                (repo / "src" / f"m{i}.py").write_text(f"X = {i}\n")
-            commit_workspace(repo, CONTRACT)
-            workspace = Workspace.find(repo)
-            contract = load_contract(repo / "paella.toml")
-            run = RunStore(workspace).create(contract, manual=False)
-            _record(run, AgentStarted(attempt=1, pid=1, create_time=0.0, argv=("sleep", "3600")))
-            spaces[name] = (repo, run, Snapshotter(workspace))
-        fresh_repo, fresh_run, fresh_snap = spaces["fresh"]
-        grown_repo, grown_run, grown_snap = spaces["grown"]
-        grow(fresh_run, fresh_snap, 20, 2, 0)
-        count, cycle = 2, 0
-        rows: list[tuple[int, int, str, float, float, int, int]] = []
-        seeds: list[tuple[int, float, float]] = []
-        for size in sizes:
-            started = time.perf_counter()
-            count, cycle = grow(grown_run, grown_snap, size, count, cycle)
-            ledger = grown_run.ledger.path.stat().st_size
-            log(
-                f"{count:,} records ({ledger / 1e6:.1f} MB) in {time.perf_counter() - started:.0f} s"
-            )
-            checkpoints = len(RunView.load(grown_run).checkpoints)
-            paella_status(grown_repo)  # the kept state, as any command after the growth leaves it
-            times: dict[tuple[str, str], list[float]] = {}
-            rss: dict[tuple[str, str], int] = {}
-            for command in commands.values():
-                for repo in (fresh_repo, grown_repo):
-                    _time(command, repo, root)  # warm
-            for _ in range(args.repeat):
-                for name, command in commands.items():
-                    for where, repo in (("fresh", fresh_repo), ("grown", grown_repo)):
-                        elapsed, peak = _time(command, repo, root)
-                        times.setdefault((name, where), []).append(elapsed)
-                        rss[(name, where)] = max(rss.get((name, where), 0), peak)
-            for name in commands:
-                rows.append(
-                    (
-                        count,
-                        checkpoints,
-                        name,
-                        median(times[(name, "fresh")]),
-                        median(times[(name, "grown")]),
-                        rss[(name, "fresh")],
-                        rss[(name, "grown")],
-                    )
-                )
-                row = rows[-1]
-                # Said as it comes: a long run shows its curve before it ends.
-                log(
-                    f"  {name}: fresh {ms(row[3])}, grown {ms(row[4])} ({row[4] / row[3]:.2f} ×), "
-                    f"RSS {row[6] / 1e6:.1f} MB"
-                )
-            seeds.append(
-                (count, seed_seconds(fresh_run, fresh_snap), seed_seconds(grown_run, grown_snap))
-            )
-    print(f"{cores_line()}\n{python_line()}\n- git {git_version()}")
-    print(f"- medians of {args.repeat} interleaved runs each, after one warm-up\n")
-    print(
-        "| records | checkpoints | command | fresh run | grown run | ratio | RSS fresh | RSS grown |"
-    )
-    print("|---:|---:|---|---:|---:|---:|---:|---:|")
-    for count, checkpoints, name, fresh, grown, rss_fresh, rss_grown in rows:
-        print(
-            f"| {count:,} | {checkpoints:,} | {name} | {ms(fresh)} | {ms(grown)} "
-            f"| {grown / fresh:.2f} × | {rss_fresh / 1e6:.1f} MB | {rss_grown / 1e6:.1f} MB |"
-        )
-    print("\n| records | evaluator seed, fresh run | evaluator seed, grown run |")
-    print("|---:|---:|---:|")
-    for count, fresh, grown in seeds:
-        print(f"| {count:,} | {ms(fresh)} | {ms(grown)} |")
-    last = [r for r in rows if r[0] == rows[-1][0]]
-    print("\n| target (at the largest size) | measured | verdict |")
-    print("|---|---|---|")
-    for _count, _c, name, fresh, grown, _rf, rss_grown in last:
-        if name.removesuffix(", --before") in (
-            "paella status",
-            "paella checkpoints",
-            "paella checkpoint",
-        ):
-            ratio = grown / fresh
-            print(
-                f"| {name} ≤ 1.3 × a fresh run | {ratio:.2f} × | {'PASS' if ratio <= 1.3 else '**FAIL**'} |"
-            )
-        print(
-            f"| {name}: RSS < 80 MB | {rss_grown / 1e6:.1f} MB "
-            f"| {'PASS' if rss_grown < 80e6 else '**FAIL**'} |"
-        )
+        rows, seeds = measure(args, root)
+    report(args, rows, seeds)
     return 0
 
 
