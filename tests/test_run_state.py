@@ -61,7 +61,7 @@ from paella_tui.supervisor.run.state import (
     initial,
 )
 from paella_tui.supervisor.run.state_handlers import apply
-from paella_tui.supervisor.run.state_store import STATE_FILE, StateStore
+from paella_tui.supervisor.run.state_store import FORMAT, STATE_FILE, StateStore
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 
 TREES = [f"{i:040x}" for i in range(1, 7)]
@@ -244,7 +244,7 @@ def test_the_fold_of_a_real_ledger_is_one_state_however_it_is_read(
     assert fresh.state == live.state and fresh.position == live.position
     assert store.load().state == live.state  # the kept part plus the rest
     assert store.load(save=False).position == live.position
-    (folder / STATE_FILE).write_text('{"format": 1, "state": {"phase": "done"}}')
+    (folder / STATE_FILE).write_text(json.dumps({"format": FORMAT, "state": {"phase": "done"}}))
     assert store.load().state == live.state  # not a state: rebuilt
 
 

@@ -3,6 +3,10 @@
 The compact state is kept beside the ledger, where the agent can write: reading it back checks
 every value against the field's declared type (a wrong type, an unknown enum word, a missing
 field is a :class:`ValueError`, and the reader folds the ledger again instead).
+
+A type a run holds by the thousand (:class:`SnapshotRecord`: a checkpoint every few minutes of a
+day-long run) is kept as a row of its fields and read back by its own checker, as strict as the
+generic one and several times faster (a property test holds them to the same verdicts).
 """
 
 from __future__ import annotations
@@ -16,7 +20,13 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any
 
+from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
+
 Decode = Callable[[Any], Any]
+ROWS: dict[type, tuple[Callable[[Any], Any], Decode]] = {
+    SnapshotRecord: (SnapshotRecord.to_row, SnapshotRecord.from_row),
+}
+"""Types kept as rows: (to a row, checked back from one)."""
 
 
 def encode(value: Any) -> Any:
@@ -24,6 +34,8 @@ def encode(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float):
         return value.value if isinstance(value, enum.Enum) else value
     kind: Any = type(value)
+    if kind in ROWS:
+        return ROWS[kind][0](value)
     names = _names(kind)
     if names is not None:
         return {name: encode(getattr(value, name)) for name in names}
@@ -60,6 +72,8 @@ def _decoder(tp: Any) -> Decode:
     args = typing.get_args(tp)
     if tp is Any:
         return lambda v: v
+    if tp in ROWS:
+        return ROWS[tp][1]
     if origin in (typing.Union, types.UnionType):
         return _union([_decoder(a) for a in args], None in args or type(None) in args)
     if tp is type(None):
