@@ -262,6 +262,10 @@ def read_everything(run: Run) -> None:
     base = view.last_green_checkpoint
     for record in (*view.checkpoints, *view.salvage):
         view.rollback_target_ok(record)
+    # The base checks its newest candidate alone first: the same answer as every one checked.
+    by_ref = {c.ref: c for c in view.checkpoints}
+    line = [by_ref[ref] for ref in reversed(view.run_state.base_line) if ref in by_ref]
+    assert base == next((c for c in line if view.rollback_target_ok(c)), None)
     if base is not None:
         ckpt.find(run, base.name)
     interrupted_rollback(run)

@@ -118,11 +118,22 @@ class RunView:
         becomes the state a rollback restores; the newest confirmed one before it is the base."""
         state = self.run_state
         by_ref = {c.ref: c for c in state.checkpoints}
-        for ref in reversed(state.base_line):
-            record = by_ref.get(ref)
-            if record is not None and self.rollback_target_ok(record):
-                return record
-        return None
+        line = [by_ref[ref] for ref in reversed(state.base_line) if ref in by_ref]
+        if line and self._trusted_refs is None and self._trusted_among(line[:1]):
+            # The newest alone first: one commit asked of git, however many checkpoints the
+            # run holds; the whole line is checked only when the mirror refuses it.
+            return line[0]
+        return next((record for record in line if self.rollback_target_ok(record)), None)
+
+    def _trusted_among(self, records: list[SnapshotRecord]) -> bool:
+        """Whether every one of ``records`` may be restored (what :meth:`rollback_target_ok`
+        decides, checked for these records alone)."""
+        refs = {r.ref for r in records}
+        if not self.verify_mirror:
+            return not refs & self.run_state.untrusted_refs
+        from paella_tui.supervisor.run.integrity import trusted_snapshot_refs
+
+        return refs <= trusted_snapshot_refs(self.run, snapshot_read(self.run_state, refs))
 
     def agent(self) -> dict[str, Any]:
         """The newest attempt's agent as the ledger tells it, with liveness checked now."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -252,15 +252,16 @@ def fold_records(records: Iterable[Mapping[str, Any]]) -> RunState:
     return state
 
 
-def snapshot_read(state: RunState) -> LedgerRead:
+def snapshot_read(state: RunState, only: Collection[str] | None = None) -> LedgerRead:
     """The state's snapshot records as a ledger read: the trusted ones first, then (after a
-    chain break) the ones recorded after the ledger's hash chain broke."""
+    chain break) the ones recorded after the ledger's hash chain broke (``only``: the records
+    of these refs alone)."""
 
     def row(s: SnapshotRecord) -> dict[str, Any]:
         kind = "checkpoint" if s.kind == "checkpoints" else "salvage"
         return {"kind": kind, "ref": s.ref, "commit": s.commit, "tree": s.tree}
 
-    snapshots = (*state.checkpoints, *state.salvage)
+    snapshots = [s for s in (*state.checkpoints, *state.salvage) if only is None or s.ref in only]
     untrusted = state.untrusted_refs
     good = [row(s) for s in snapshots if s.ref not in untrusted]
     bad = [row(s) for s in snapshots if s.ref in untrusted]
