@@ -71,8 +71,10 @@ def refs_against_mirror(run: Run, read: LedgerRead, *, restore: bool = False) ->
     records = list(read.of_kind("checkpoint", "salvage"))
     if not records:
         return []
-    # One git call for every ref of the run, whatever the number of checkpoints.
-    listing = git.out(["for-each-ref", "--format=%(refname) %(objectname)", f"{run.ref_prefix}/"])
+    # One git call for every snapshot ref of the run, whatever the number of checkpoints; only
+    # the folders the records name (checkpoints/, salvage/), not the thousands of steps.
+    folders = sorted({str(r["ref"]).rpartition("/")[0] + "/" for r in records})
+    listing = git.out(["for-each-ref", "--format=%(refname) %(objectname)", *folders])
     in_repo = dict(line.split(" ", 1) for line in listing.splitlines() if " " in line)
     if all(in_repo.get(str(r["ref"])) == r["commit"] for r in records):
         return []  # the common case: no mirror needed
