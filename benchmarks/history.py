@@ -1,20 +1,27 @@
 """History: what the commands cost as a run's ledger grows to a day of records (issue 17, Build 1).
 
-One run grows a real ledger through the engine's own writer (``Ledger.append``, fsynced per
-record, the records the run loop writes: evaluations, gates started and finished, the agent's
-stats), with a real checkpoint (``take_checkpoint``) every 100 records: 1,000 of them at 100,000
-records. At 1k, 10k and 100k records (``--sizes``) it times, as whole processes and warm
-(after one untimed run), interleaved round-robin with the same commands on a fresh run of the
-same workspace (its first records only):
+One run grows a real ledger through the engine's own writer (``Ledger.append_soon``, as the run
+loop hands its records over: chained and fsynced by the writer thread, in batches when they come
+fast; the records the run loop writes: evaluations, gates started and finished, the agent's
+stats), with a real checkpoint (``take_checkpoint``, its record fsynced before it returns) every
+100 records: 1,000 of them at 100,000 records. Each size ends as a person's stop leaves a run
+(the attempt's exit, ``run-stopped``). At 1k, 10k and 100k records (``--sizes``) it times, as
+whole processes and warm (after one untimed run), interleaved round-robin with the same on a
+fresh run of the same workspace (its first records and one checkpoint):
 
-- ``paella status``, ``paella status --json``, ``paella checkpoints``, ``paella checkpoint``
-  (each adds one checkpoint), ``paella log | tail -n 5``;
-- the peak RSS of each (``wait4``'s ``ru_maxrss``);
-- in this process, the evaluator's seed of a resumed run (``Evaluator(history=...)`` over the
-  ``gate-finished`` records), the part of ``paella resume`` that was quadratic.
+- ``paella status`` (also ``--tmux`` against its floor, and after ``state.json`` was removed),
+  ``paella status --json``, ``paella checkpoints``, ``paella checkpoint`` (each adds one
+  checkpoint), ``paella log | tail -n 5``, with the peak RSS of each (``/usr/bin/time``);
+- ``paella resume`` in the TUI on a pseudo-terminal (:mod:`benchmarks.tui_resume`): the time to
+  the board painted with the run's state and to the agent's first line on screen, and its peak
+  RSS; each resume is quit with ``q``, ``y``;
+- in this process, the evaluator's seed from the ``gate-finished`` records (the old path of a
+  resumed run, which now adopts the kept state instead).
 
+Bytecode is cached (``PYTHONPYCACHEPREFIX`` in the work folder) as an installation has it.
 Targets (issue 17): ``status``, ``checkpoints`` and ``checkpoint`` within 1.3 × a fresh run at
-100k records and 1,000 checkpoints; RSS under 80 MB. Prints Markdown tables; exits 0 either way.
+100k records and 1,000 checkpoints, the TUI's resume painted within 1.5 ×; RSS under 80 MB.
+Prints Markdown tables; exits 0 either way.
 """
 
 from __future__ import annotations
