@@ -247,6 +247,14 @@ def test_status_tmux_fast_line_says_what_status_says(repo: Path) -> None:
     assert fast_line(repo) is None
 
 
+def test_the_fast_line_reads_the_format_the_state_is_kept_in() -> None:
+    """The status bar's line imports no engine module, so it names the kept format itself."""
+    from paella_tui.commands.tmux_line import KEPT_FORMAT
+    from paella_tui.supervisor.run.state_store import FORMAT
+
+    assert KEPT_FORMAT == FORMAT
+
+
 def test_log_prints_the_records(repo: Path, paella) -> None:
     (repo / "wip.txt").write_text("wip\n")
     ok(paella(repo, "checkpoint", "--label", "green-ish"))

@@ -23,6 +23,9 @@ MAX_LAG_S = 10.0
 """How far the kept state may trail the ledger (a live run keeps it every few seconds)."""
 _RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-z]+$")
 _GREEN = ("pass", "flaky")
+KEPT_FORMAT = 2
+"""The ``state.json`` format this reads (``state_store.FORMAT``, not imported: this line loads no
+engine module; a test holds the two equal)."""
 _RED = ("fail", "timeout", "error")
 
 
@@ -102,7 +105,7 @@ def _status_from_kept(cwd: Path) -> dict[str, Any] | None:
     ledger = os.stat(folder / "events.jsonl")
     kept_stat = os.stat(kept_path)
     body = json.loads(kept_path.read_bytes())
-    if body.get("format") != 1:
+    if body.get("format") != KEPT_FORMAT:
         return None
     state = body["state"]
     current = body["position"]["offset"] == ledger.st_size
