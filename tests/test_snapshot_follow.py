@@ -71,74 +71,92 @@ def watcher_view(root: Path, touched: set[str]) -> list[str]:
     return [p for p in cheap if p not in ignored]
 
 
-def apply(root: Path, edit: tuple[object, ...], with_folders: bool) -> set[str]:
-    """Do one edit on disk; the paths a watcher would have seen change."""
-    kind = edit[0]
-    touched: set[str] = set()
+class Disk:
+    """Edits on disk, as an agent makes them, and the paths a watcher would have seen change."""
 
-    def clear_way(rel: str) -> None:
-        # A file (or link) where a folder must go is removed first, as an agent would.
+    def __init__(self, root: Path, with_folders: bool) -> None:
+        self.root = root
+        self.with_folders = with_folders
+        self.touched: set[str] = set()
+
+    def clear_way(self, rel: str) -> None:
+        """A file (or link) where a folder must go is removed first, as an agent would."""
         parts = rel.split("/")
         for i in range(1, len(parts)):
             folder = "/".join(parts[:i])
-            target = root / folder
+            target = self.root / folder
             if target.is_symlink() or target.is_file():
                 target.unlink()
-                touched.add(folder)
+                self.touched.add(folder)
             elif not target.exists():
                 target.mkdir()
-                if with_folders:
-                    touched.add(folder)
-        target = root / rel
+                if self.with_folders:
+                    self.touched.add(folder)
+        target = self.root / rel
         if target.is_dir() and not target.is_symlink():
-            remove_tree(rel)
+            self.remove_tree(rel)
 
-    def remove_tree(rel: str) -> None:
-        target = root / rel
+    def remove_tree(self, rel: str) -> None:
+        target = self.root / rel
         for dirpath, dirnames, filenames in os.walk(target):
             for name in filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
-                touched.add(str((Path(dirpath) / name).relative_to(root)))
+                self.touched.add(str((Path(dirpath) / name).relative_to(self.root)))
         shutil.rmtree(target)
-        touched.add(rel)
+        self.touched.add(rel)
 
-    if kind == "write":
-        rel, data = str(edit[1]), edit[2]
+    def is_file(self, rel: str) -> bool:
+        target = self.root / rel
+        return target.is_symlink() or target.is_file()
+
+    def write(self, rel: str, data: object) -> None:
         assert isinstance(data, bytes)
-        clear_way(rel)
-        (root / rel).unlink(missing_ok=True)
-        (root / rel).write_bytes(data)
-        touched.add(rel)
-    elif kind == "delete":
-        rel = str(edit[1])
-        target = root / rel
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-            touched.add(rel)
-    elif kind == "rename":
-        src, dst = str(edit[1]), str(edit[2])
-        source = root / src
-        if src != dst and (source.is_symlink() or source.is_file()):
-            clear_way(dst)
-            os.replace(source, root / dst)
-            touched.update((src, dst))
-    elif kind == "chmod":
-        rel, executable = str(edit[1]), bool(edit[2])
-        target = root / rel
+        self.clear_way(rel)
+        (self.root / rel).unlink(missing_ok=True)
+        (self.root / rel).write_bytes(data)
+        self.touched.add(rel)
+
+    def delete(self, rel: str) -> None:
+        if self.is_file(rel):
+            (self.root / rel).unlink()
+            self.touched.add(rel)
+
+    def rename(self, src: str, dst: str) -> None:
+        if src != dst and self.is_file(src):
+            self.clear_way(dst)
+            os.replace(self.root / src, self.root / dst)
+            self.touched.update((src, dst))
+
+    def chmod(self, rel: str, executable: object) -> None:
+        target = self.root / rel
         if target.is_file() and not target.is_symlink():
             target.chmod(0o755 if executable else 0o644)
-            touched.add(rel)
-    elif kind == "symlink":
-        rel, where = str(edit[1]), str(edit[2])
-        clear_way(rel)
-        (root / rel).unlink(missing_ok=True)
-        os.symlink(where, root / rel)
-        touched.add(rel)
-    elif kind == "rmtree":
-        rel = str(edit[1])
-        target = root / rel
+            self.touched.add(rel)
+
+    def symlink(self, rel: str, where: str) -> None:
+        self.clear_way(rel)
+        (self.root / rel).unlink(missing_ok=True)
+        os.symlink(where, self.root / rel)
+        self.touched.add(rel)
+
+    def rmtree(self, rel: str) -> None:
+        target = self.root / rel
         if target.is_dir() and not target.is_symlink():
-            remove_tree(rel)
-    return touched
+            self.remove_tree(rel)
+
+
+def apply(root: Path, edit: tuple[object, ...], with_folders: bool) -> set[str]:
+    """Do one edit on disk; the paths a watcher would have seen change."""
+    disk = Disk(root, with_folders)
+    kind, *args = edit
+    if kind == "write":
+        disk.write(str(args[0]), args[1])
+    elif kind == "chmod":
+        disk.chmod(str(args[0]), bool(args[1]))
+    elif kind in ("rename", "symlink"):
+        getattr(disk, str(kind))(str(args[0]), str(args[1]))
+    else:  # delete, rmtree
+        getattr(disk, str(kind))(str(args[0]))
+    return disk.touched
 
 
 def start(root: Path, tmp: Path) -> Snapshotter:
