@@ -195,8 +195,17 @@ class LocalMirror:
                 .decode()
                 .split()
             )
+        # No delta search and light compression: the mirror is a local safety copy, written on
+        # every checkpoint and salvage (a salvage of 5,000 changed files spent 2.3 s of a 6.4 s
+        # rollback searching deltas); its periodic repack may pack tighter later.
         self.git(
-            ["pack-objects", "-q", str(self.path / "objects" / "pack" / "pack")],
+            [
+                "pack-objects",
+                "-q",
+                "--window=0",
+                "--compression=1",
+                str(self.path / "objects" / "pack" / "pack"),
+            ],
             input="".join(f"{oid}\n" for oid in dict.fromkeys(wanted)).encode(),
             env=env,
         )
