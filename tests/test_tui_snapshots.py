@@ -191,6 +191,20 @@ def output() -> OutputTail:
     return tail
 
 
+async def settled(pilot: Pilot[int], app: PaellaApp, timeout: float = 10.0) -> None:
+    """Until the agent's output is on screen and three renders 0.1 s apart read the same (a fixed
+    pause raced a loaded machine: the board or the output had not been drawn yet)."""
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        await pilot.pause(0.1)
+        text = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+        seen = [*seen[-2:], text]
+        if "thinking" in text and len(seen) == 3 and len(set(seen)) == 1:
+            return
+    raise AssertionError("the screen did not settle:\n" + (seen[-1] if seen else ""))
+
+
 def app_for(events: list[Event]) -> tuple[PaellaApp, object]:
     """The App (no engine, frozen clock) and a ``run_before`` that feeds it ``events``."""
     app = PaellaApp(contract=contract(), run_id=RUN_ID, clock=lambda: T0, engine=False)
@@ -203,7 +217,7 @@ def app_for(events: list[Event]) -> tuple[PaellaApp, object]:
         for event in events:
             app.feed(event)
         app.attach_output(output())
-        await pilot.pause(0.2)
+        await settled(pilot, app)
 
     return app, run_before
 
