@@ -145,6 +145,40 @@ def test_private_index_persists_between_snapshots(repo: Path, git) -> None:
     assert git.tree(repo, second.tree)["src/f4.txt"] == ("100644", b"file 4\n")
 
 
+@pytest.mark.parametrize("follow", [False, True], ids=["full", "followed"])
+def test_a_snapshot_survives_paellas_state_deleted_under_it(repo: Path, git, follow: bool) -> None:
+    """A hostile agent deletes paella's state folder (``.git/paella``) while a snapshot runs:
+    the snapshot makes the folder again and rebuilds its private index (it raised "Unable to
+    create ...snapshot.index.lock: No such file or directory" through the gates, a traceback)."""
+    import shutil
+
+    write(repo / "a.txt", "one\n")
+    snapshotter = Snapshotter(Workspace.find(repo))
+    if follow:
+        snapshotter.changes.follow()
+    with snapshotter.locked():
+        snapshotter.take()
+    write(repo / "a.txt", "two\n")
+    if follow:
+        snapshotter.changes.note(["a.txt"])
+    real_out = snapshotter.git.out
+    deleted: list[str] = []
+
+    def out(args: list[str], **kwargs: object) -> str:
+        if args[:1] == ["write-tree"] and not deleted:
+            # The agent's `rm -rf .git/paella` lands between the index's update and its tree.
+            shutil.rmtree(snapshotter.index_file.parent)
+            deleted.append("state")
+        return real_out(args, **kwargs)  # type: ignore[arg-type]
+
+    snapshotter.git.out = out  # type: ignore[method-assign]
+    snap = snapshotter.take(follow_changes=follow)
+    assert deleted, "the deletion never happened"
+    assert git.tree(repo, snap.tree)["a.txt"] == ("100644", b"two\n")
+    assert snapshotter.index_file.is_file()
+    assert snap.tree == snapshot(repo).tree  # what a fresh snapshot of the workspace says
+
+
 def test_files_over_the_size_cap_are_left_out_and_named(repo: Path, git) -> None:
     write(repo / "small.txt", "tiny\n")
     write(repo / "big.bin", b"x" * 100)

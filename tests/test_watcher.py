@@ -485,7 +485,8 @@ async def test_cancellation_leaves_no_thread_or_inotify_handle(repo: Path, polli
     deadline = time.monotonic() + 3
     while _os_threads() > os_threads_before and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
-    assert _os_threads() == os_threads_before
+    # At most as many as before: a thread of an earlier test in this worker may end meanwhile.
+    assert _os_threads() <= os_threads_before
 
 
 async def test_stop_ends_run(repo: Path) -> None:

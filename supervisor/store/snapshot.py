@@ -165,9 +165,10 @@ class Snapshotter:
             except _NeedFullScan:
                 pass
             except GitError as err:
-                # Objects the private index names were pruned (an agent's `git gc --prune=now`):
-                # the full scan rebuilds the index. Anything else is an error.
-                if not _MISSING_OBJECT.search(str(err)):
+                # Objects the private index names were pruned (an agent's `git gc --prune=now`),
+                # or its folder was deleted: the full scan rebuilds the index. Anything else is
+                # an error.
+                if not (_MISSING_OBJECT.search(str(err)) or self._state_gone()):
                     self.changes.gap()
                     raise
             except BaseException:
@@ -186,11 +187,18 @@ class Snapshotter:
         try:
             return self._take()
         except GitError as err:
-            if not (_MISSING_OBJECT.search(str(err)) or self._index_corrupt()):
+            gone = self._state_gone()
+            if not (gone or _MISSING_OBJECT.search(str(err)) or self._index_corrupt()):
                 raise
-        # The private index is paella's own cache: rebuild it from scratch and try once more.
+        # The private index is paella's own cache: rebuild it from scratch and try once more
+        # (in its folder made again, when an agent deleted paella's state under the snapshot).
+        self.index_file.parent.mkdir(parents=True, exist_ok=True)
         self.discard_index()
         return self._take()
+
+    def _state_gone(self) -> bool:
+        """The private index's folder is gone (an agent deleted paella's state meanwhile)."""
+        return not self.index_file.parent.is_dir()
 
     def discard_index(self) -> None:
         """Forget the private index (the next snapshot rebuilds it and hashes everything again)."""
