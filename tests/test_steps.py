@@ -105,6 +105,27 @@ def test_a_step_is_a_ref_and_a_record_with_its_files_and_lines(repo: Path, git: 
     assert git(repo, "status", "--porcelain") == " M README.md\n?? untracked.txt"
 
 
+def test_steps_go_on_after_the_step_before_was_pruned(repo: Path, git: GitRunner) -> None:
+    """An agent deletes paella's refs and runs `git gc --prune=now`: the last step's tree is
+    gone. The next step starts the line again (as the first does) and the ones after it are
+    kept as usual (each failed before, on the missing tree, for the rest of the run)."""
+    _workspace, run, snapshotter = _repo_run(repo)
+    (repo / "only-in-a-step.txt").write_text("soon pruned\n")
+    first = take_step(run, snapshotter.take_locked().tree, previous=None)
+    assert first is not None
+    git(repo, "update-ref", "-d", first.ref)
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    git(repo, "gc", "-q", "--prune=now")
+    assert subprocess.run(["git", "cat-file", "-e", first.tree], cwd=repo).returncode != 0
+    (repo / "only-in-a-step.txt").write_text("after the gc\n")
+    second = take_step(run, snapshotter.take_locked().tree, previous=first)
+    assert second is not None and second.parent_tree is None and second.files == ()
+    (repo / "README.md").write_text("and on\n")
+    third = take_step(run, snapshotter.take_locked().tree, previous=second)
+    assert third is not None and third.parent_tree == second.tree
+    assert third.files == (("README.md", 1, 1),)
+
+
 def _ended_run(workspace: Workspace, snapshotter: Snapshotter, repo: Path, keep: str) -> Run:
     (repo / "paella.toml").write_text(MINIMAL + f'\n[steps]\nkeep = "{keep}"\n')
     contract = load_contract(repo / "paella.toml")

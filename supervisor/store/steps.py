@@ -216,7 +216,14 @@ def take_step(
                 raise
             n += 1
     parent_tree = previous.tree if previous is not None else None
-    changes = changes_between(run.workspace, parent_tree, tree) if parent_tree else []
+    try:
+        changes = changes_between(run.workspace, parent_tree, tree) if parent_tree else []
+    except GitError:
+        if parent_tree is None or git.rev_parse(f"{parent_tree}^{{tree}}") is not None:
+            raise
+        # The step before is gone (an agent deleted paella's refs and ran `git gc --prune=now`):
+        # this step starts the line again, as the first does, so the steps after it are kept.
+        parent_tree, changes = None, []
     added, removed = totals(changes)
     step = StepRecord(
         n=n,
