@@ -59,6 +59,8 @@ from paella_tui.supervisor.run.run_view import RunView
 
 # How long the recovery waits for the final tree's gates before showing what is known.
 RECOVERY_WAIT_S = 0.05
+STEPS_KEPT_WAIT_S = 10.0
+"""How long a done verdict waits for the steps still being kept (a snapshot each, at most)."""
 EARLY_ENDINGS: tuple[Ending, ...] = ("crash", "signal", "stopped")
 """Endings that are not done whatever the gates say: recovery opens before they finish."""
 
@@ -174,6 +176,7 @@ class RunLoop(LoopParts):
         finished, ending = await self._ending(exited, finished)
         if ending == "done":
             self.state = "done"
+            await self._steps_kept()
             self.emit(RunDone(tree=finished.tree, gates=tuple(r.gate for r in finished.results)))
             return EXIT_DONE
         if ending == "permanent":
@@ -281,6 +284,12 @@ class RunLoop(LoopParts):
     def _final_tree(self, tree: str) -> None:
         self.recovery.evaluating_tree = tree
 
+    async def _steps_kept(self) -> None:
+        """The steps the final evaluation noted are kept before the verdict is recorded: nothing
+        lands in the ledger after ``run-done`` (a step used to, now and then)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.breaks.steps.idle(), STEPS_KEPT_WAIT_S)
+
     async def _history_drift(self) -> None:
         await self.drift.history(self.evaluator.base)
 
@@ -352,6 +361,7 @@ class RunLoop(LoopParts):
             verdict = await self.evaluator.evaluate("accept: done")
             if self.contract.gates and not verdict.stale and all(r.green for r in verdict.results):
                 self.state = "done"
+                await self._steps_kept()
                 self.emit(RunDone(tree=verdict.tree, gates=tuple(r.gate for r in verdict.results)))
                 return EXIT_DONE
         if decision.choice in ("stop", "accept"):
