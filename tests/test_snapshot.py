@@ -467,3 +467,25 @@ def test_paths_that_changed_kind_are_snapshotted_as_they_are_now(repo: Path, git
         "module/__init__.py": ("100644", b"now a folder\n"),
         "linked": ("120000", b"README.md"),
     }
+
+
+@pytest.mark.parametrize(
+    "variable",
+    ["GIT_DIR", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_WORK_TREE"],
+)
+def test_a_callers_git_variables_do_not_redirect_a_checkpoint(
+    repo: Path, git, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """paella run from a git hook or an alias inherits variables that point git elsewhere: its
+    own git scrubs them (one list for the repository's git and the mirror's)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write(repo / "a.txt", "mine\n")
+    monkeypatch.setenv(variable, str(elsewhere))
+    monkeypatch.setenv("GIT_ALTERNATE_OBJECT_DIRECTORIES", str(elsewhere))
+    run = RunStore(Workspace.find(repo)).current_or_manual("test")
+    record = checkpoints.take_checkpoint(run, Snapshotter(Workspace.find(repo)), label="env")
+    monkeypatch.delenv(variable)
+    monkeypatch.delenv("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+    assert git.tree(repo, record.tree)["a.txt"] == ("100644", b"mine\n")
+    assert list(elsewhere.iterdir()) == []

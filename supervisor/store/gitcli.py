@@ -31,14 +31,19 @@ PAELLA_IDENTITY = {
     "GIT_COMMITTER_EMAIL": "paella@localhost",
 }
 
-# Variables from the caller's environment that would point git at another repository or index.
-_SCRUBBED = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_PREFIX",
-    "GIT_TEST_SPLIT_INDEX",
+# Variables from the caller's environment that would point git at another repository, index
+# or object store (the mirror's git scrubs the same: store/mirror_local.py).
+SCRUBBED_ENV = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_PREFIX",
+        "GIT_TEST_SPLIT_INDEX",
+    }
 )
 
 # Options on every git command paella runs: paths printed raw, and no hooks (paella's own ref
@@ -113,7 +118,7 @@ class Git:
     ) -> None:
         self.root = root
         self.index_file = index_file
-        env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+        env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
         # Read-only commands (status, diff-files) must never take the user's index.lock.
         env["GIT_OPTIONAL_LOCKS"] = "0"
         env["GIT_TERMINAL_PROMPT"] = "0"

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.store.gitcli import SCRUBBED_ENV
 from paella_tui.supervisor.store.mirror_ledger import NewPart, StateCopy, state_commit
 
 TIMEOUT_S = 120.0
@@ -43,17 +44,6 @@ _NEGATIVES = 8
 """At most this many of the mirror's refs bound what is packed (more only slow the walk)."""
 _NUMBERED = re.compile(r"^(.*)/(\d+)$")
 _OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-_SCRUBBED = frozenset(
-    {
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_COMMON_DIR",
-        "GIT_PREFIX",
-    }
-)
 KILL_AT_ENV = "PAELLA_TEST_KILL_AT"
 """A test names a step here to have paella SIGKILL itself there (as rollback's steps)."""
 
@@ -65,7 +55,7 @@ class StateRaced(Exception):
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for git in a mirror: the caller's repository variables scrubbed (a
     mirror is not the workspace), plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", **(extra or {}))
     return env
 
