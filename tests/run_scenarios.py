@@ -241,6 +241,17 @@ def assert_one_truth(run: Any, contract: Any, live: Any, events: list[Any] = ())
     assert status["last_green_checkpoint"] == board_base == base == fed_base
     if isinstance(events, Recorder):
         assert_handed_states_took_in(events)
+    assert_verdict_last(run)
+
+
+def assert_verdict_last(run: Any) -> None:
+    """A run's verdict (``run-done`` or ``run-stopped``) is its last record: nothing is judged,
+    kept or recorded after it (a late step once landed after it, in CI)."""
+    kinds = [r["kind"] for r in run.ledger.read().records]
+    ended = [i for i, kind in enumerate(kinds) if kind in ("run-done", "run-stopped")]
+    if ended:
+        # A resume records again after a verdict; its own verdict then closes the ledger.
+        assert ended[-1] == len(kinds) - 1, kinds[ended[-1] :]
 
 
 def _state_diff(a: Any, b: Any) -> str:

@@ -16,8 +16,7 @@ from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.judge.break_report import break_reports, handoff_section
 from paella_tui.supervisor.judge.failures import failing_tests_in_log
 from paella_tui.supervisor.run.events import RED, GateResult, GateStatus, Usage
-from paella_tui.supervisor.run.ledger import ledger_iso
-from paella_tui.supervisor.run.run_view import RunView
+from paella_tui.supervisor.run.run_view import RunView, drift_rows
 from paella_tui.supervisor.run.state import GateNow, RunState
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
 
@@ -200,16 +199,7 @@ def handoff_inputs_from_view(
                 checkpoint=checkpoint.n if checkpoint else None,
             )
         )
-    drift = tuple(
-        {
-            "kind": d.drift,
-            "gate": d.gate,
-            "path": d.path,
-            "message": d.message,
-            "t": ledger_iso(d.at),
-        }
-        for d in state.drift
-    )
+    drift = tuple(drift_rows(state))
     recorded, last_output, attempt = ending_of(state)
     if ending and recorded and ending not in recorded:
         how: str | None = f"{ending}; {recorded}"

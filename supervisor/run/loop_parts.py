@@ -121,6 +121,8 @@ class LoopParts:
         """Wall-clock time the next attempt starts while in retry-wait (for a countdown)."""
         self._stop_requested: str | None = None
         self._wake = asyncio.Event()
+        self._verdict: RunDone | RunStopped | None = None
+        """How the run ended, recorded last (see :meth:`_wind_down`)."""
         self.evaluator = Evaluator(
             run=run,
             contract=contract,
@@ -284,22 +286,27 @@ class LoopParts:
             asyncio.get_running_loop().create_task(self.agent.stop(self._stop_grace))
 
     async def _wind_down(self, tasks: list[asyncio.Task[None]]) -> None:
-        """The verdict is in: nothing is judged or recorded after it (no evaluation a late
-        watcher trigger queued, no drift check of one), and the agent does not outlive the loop."""
-        await self.evaluator.close()
-        await self.breaks.close()
-        tasks += self.drift.background
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if self.agent is not None and self.agent.returncode is None:
-            await self.agent.stop(self._stop_grace)
-        # The exit status is the verdict's: its records are on disk before it is returned.
-        with contextlib.suppress(OSError):
-            await asyncio.to_thread(self.run_.ledger.flush)
-        self._live.settle()
+        """The run ends: everything that could still record (an evaluation a late watcher
+        trigger queued, a drift check, a step being kept, a bisect) is closed first, then the
+        verdict is recorded, the last record of the run; the agent does not outlive the loop."""
+        try:
+            await self.evaluator.close()
+            await self.breaks.close()
+            tasks += self.drift.background
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            if self.agent is not None and self.agent.returncode is None:
+                await self.agent.stop(self._stop_grace)
+        finally:
+            if self._verdict is not None:
+                self.emit(self._verdict)
+            # The exit status is the verdict's: its records are on disk before it is returned.
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(self.run_.ledger.flush)
+            self._live.settle()
 
     async def _watching(self, watcher: asyncio.Task[None]) -> None:
         """Wait until the watches exist (or the watcher failed): an edit the agent made before
@@ -341,10 +348,17 @@ class LoopParts:
         self.emit(Notice(message=message, level="error"))
         return self._stopped(f"{what}. To continue: {'; '.join(steps)}.")
 
-    def _stopped(self, reason: str) -> int:
+    def _stopped(self, reason: str, *, resume_after: float | None = None) -> int:
+        """The run stops: the verdict is recorded when the loop winds down, as its last record."""
         self.state = "stopped"
-        self.emit(RunStopped(reason=reason))
+        self._verdict = RunStopped(reason=reason, resume_after=resume_after)
         return EXIT_NOT_DONE
+
+    def _done(self, verdict: RunDone) -> int:
+        """The run is done: the verdict is recorded when the loop winds down, as its last record."""
+        self.state = "done"
+        self._verdict = verdict
+        return EXIT_DONE
 
     # --- housekeeping ------------------------------------------------------------------------
 

@@ -39,7 +39,6 @@ from paella_tui.supervisor.run.events import (
     EvaluationFinished,
     Notice,
     RunDone,
-    RunStopped,
 )
 from paella_tui.supervisor.run.loop_parts import EXIT_CANNOT_START as EXIT_CANNOT_START
 from paella_tui.supervisor.run.loop_parts import EXIT_DONE as EXIT_DONE
@@ -59,8 +58,6 @@ from paella_tui.supervisor.run.run_view import RunView
 
 # How long the recovery waits for the final tree's gates before showing what is known.
 RECOVERY_WAIT_S = 0.05
-STEPS_KEPT_WAIT_S = 10.0
-"""How long a done verdict waits for the steps still being kept (a snapshot each, at most)."""
 EARLY_ENDINGS: tuple[Ending, ...] = ("crash", "signal", "stopped")
 """Endings that are not done whatever the gates say: recovery opens before they finish."""
 
@@ -175,10 +172,9 @@ class RunLoop(LoopParts):
             return self._stopped(self._stop_requested)
         finished, ending = await self._ending(exited, finished)
         if ending == "done":
-            self.state = "done"
-            await self._steps_kept()
-            self.emit(RunDone(tree=finished.tree, gates=tuple(r.gate for r in finished.results)))
-            return EXIT_DONE
+            return self._done(
+                RunDone(tree=finished.tree, gates=tuple(r.gate for r in finished.results))
+            )
         if ending == "permanent":
             stopped = await self._permanent(exited)
             return stopped or f"the agent's session was missing: {exited.describe()}"
@@ -284,12 +280,6 @@ class RunLoop(LoopParts):
     def _final_tree(self, tree: str) -> None:
         self.recovery.evaluating_tree = tree
 
-    async def _steps_kept(self) -> None:
-        """The steps the final evaluation noted are kept before the verdict is recorded: nothing
-        lands in the ledger after ``run-done`` (a step used to, now and then)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.breaks.steps.idle(), STEPS_KEPT_WAIT_S)
-
     async def _history_drift(self) -> None:
         await self.drift.history(self.evaluator.base)
 
@@ -301,8 +291,7 @@ class RunLoop(LoopParts):
             resume=resume, handoff_path=handoff_path, episode=self._current_episode()
         )
         if isinstance(started, str):
-            self.emit(RunStopped(reason=f"the agent could not start: {started}"))
-            self.state = "stopped"
+            self._stopped(f"the agent could not start: {started}")
             return None
         self.state = "running"
         return await started.wait()
@@ -341,9 +330,7 @@ class RunLoop(LoopParts):
         )
         if isinstance(plan, FarReset):
             await self.recovery.write_handoff(ending=f"{exited.describe()}: {plan.reason}")
-            self.state = "stopped"
-            self.emit(RunStopped(reason=plan.reason, resume_after=plan.resume_after))
-            return EXIT_NOT_DONE
+            return self._stopped(plan.reason, resume_after=plan.resume_after)
         if not await self._wait(plan):
             return self._stopped(self._stop_requested or "stopped during the retry wait")
         return None
@@ -360,10 +347,9 @@ class RunLoop(LoopParts):
             # Done is the gates' call, never the person's: judged again (cached: instant).
             verdict = await self.evaluator.evaluate("accept: done")
             if self.contract.gates and not verdict.stale and all(r.green for r in verdict.results):
-                self.state = "done"
-                await self._steps_kept()
-                self.emit(RunDone(tree=verdict.tree, gates=tuple(r.gate for r in verdict.results)))
-                return EXIT_DONE
+                return self._done(
+                    RunDone(tree=verdict.tree, gates=tuple(r.gate for r in verdict.results))
+                )
         if decision.choice in ("stop", "accept"):
             # The one handoff of this death (a resume after it continues from it).
             await self.recovery.write_handoff(ending=f"{exited.describe()} ({ending})")

@@ -296,16 +296,7 @@ class RunView:
             "checkpoints": [c.to_json() for c in state.checkpoints],
             "salvage": [s.to_json() for s in state.salvage],
             "last_green_checkpoint": base.n if base else None,
-            "drift": [
-                {
-                    "kind": d.drift,
-                    "gate": d.gate,
-                    "path": d.path,
-                    "message": d.message,
-                    "t": ledger_iso(d.at),
-                }
-                for d in state.drift
-            ],
+            "drift": drift_rows(state),
             "regressions": self.regressions(gates_now),
             "steps": {
                 "count": state.steps.count,
@@ -347,3 +338,17 @@ def _broke_at(point: Any) -> dict[str, Any] | None:
         "runs": point.runs,
         "headline": point.headline(),
     }
+
+
+def drift_rows(state: RunState) -> list[dict[str, Any]]:
+    """The run's drift as ``status --json`` and the handoff give it: one row per drift noted."""
+    return [
+        {
+            "kind": d.drift,
+            "gate": d.gate,
+            "path": d.path,
+            "message": d.message,
+            "t": ledger_iso(d.at),
+        }
+        for d in state.drift
+    ]

@@ -39,6 +39,8 @@ TAIL_LINES = 5
 MAX_FILES = 40
 """Files a step record names; the count of the rest is kept (a step that rewrites a tree)."""
 ENDED = ("run-done", "run-stopped")
+CLOSE_WAIT_S = 10.0
+"""How long the end of a run waits for the steps still being kept (a snapshot each, at most)."""
 
 FileLines = tuple[str, int | None, int | None]
 
@@ -360,10 +362,18 @@ class StepKeeper:
         while self._worker is not None and not self._worker.done():
             await asyncio.wait([self._worker])
 
-    async def close(self) -> None:
-        """Keep what was requested, then stop taking steps."""
-        await self.idle()
+    async def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Keep what was requested (for ``wait_s`` at most), then take and record no more: the
+        run's verdict is recorded after this, and nothing is recorded after the verdict."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.idle(), wait_s)
         self._closed = True
+        if self._worker is not None and not self._worker.done():
+            # A snapshot slower than the wait: its step is dropped (its thread finishes alone).
+            log.warning("a step still being kept after %.0f s was dropped", wait_s)
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
 
     async def _work(self) -> None:
         while self._trees:
@@ -374,7 +384,7 @@ class StepKeeper:
                 # A step is a convenience: a failure is said once and the run goes on.
                 log.warning("could not keep a step: %s", exc)
                 continue
-            if step is not None:
+            if step is not None and not self._closed:
                 self.last = step
                 self._emit(StepTaken(record_=step))
 
