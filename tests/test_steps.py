@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from collections.abc import Callable
@@ -207,3 +208,40 @@ async def test_a_tree_heard_of_late_never_makes_a_step_go_backwards(repo: Path) 
     await keeper.idle()
     assert [s.tree for s in taken] == [newer, older]
     assert [s.n for s in taken] == [0, 1]
+
+
+async def test_a_step_still_being_kept_when_the_run_ends_is_never_recorded_after_it(
+    repo: Path,
+) -> None:
+    """The run's verdict is recorded once the keeper is closed: a step kept by then is
+    recorded before it; one still waiting for its snapshot is dropped, even when the snapshot
+    finishes later, and no step is taken after the close."""
+    workspace = Workspace.find(repo)
+    run = RunStore(workspace).create(None, manual=True)
+    snapshotter = SequencedSnapshotter(workspace)
+    taken: list[StepRecord] = []
+    keeper = StepKeeper(
+        run,
+        snapshotter,
+        emit=lambda event: taken.append(event.record_),  # type: ignore[attr-defined]
+        tail=lambda: ["working"],
+        attempt=lambda: 1,
+    )
+    keeper.request()
+    await keeper.idle()
+    assert [s.n for s in taken] == [0]
+    (repo / "README.md").write_text("a change the step keeper is slow to snapshot\n")
+    with snapshotter.locked("a test holding the snapshot lock"):
+        # The keeper's snapshot waits for the lock (in its thread) past the close's wait.
+        keeper.request()
+        await asyncio.sleep(0.05)
+        await keeper.close(wait_s=0.2)
+    # The lock is free: the dropped snapshot finishes in its thread; taking the lock again
+    # waits for that, then the event loop gets every chance to deliver a late step.
+    snapshotter.take_locked()
+    for _ in range(5):
+        await asyncio.sleep(0.02)
+    keeper.request()
+    await keeper.idle()
+    assert [s.n for s in taken] == [0]
+    assert keeper.last is not None and keeper.last.n == 0
