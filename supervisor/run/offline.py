@@ -22,20 +22,18 @@ def judging_evaluator(
     """An evaluator that judges the tree for a person (``paella gates``, ``g`` with no agent):
     it takes no checkpoint, and what counts as "was green" starts at the last rollback, so a
     gate green only on abandoned work is no regression."""
-    records = view.of_kind("gate-finished", "rollback-done") if view is not None else []
-    last = max((i for i, r in enumerate(records) if r.get("kind") == "rollback-done"), default=-1)
-    base = view.last_green_checkpoint if view is not None else None
     evaluator = Evaluator(
         run=run_,
         contract=contract,
         emit=emit,
         snapshotter=snapshotter_for(run_.workspace, contract),
-        base=base,
+        base=view.last_green_checkpoint if view is not None else None,
         checkpoints=False,
     )
-    if last >= 0:
-        evaluator.set_base(base, restart_history=True)
-    evaluator.seed(records[last + 1 :])
+    if view is not None:
+        # The run's folded state (no ledger read): its latest verdicts, and "was green" as the
+        # state's rule has it, which starts again at the last rollback.
+        evaluator.adopt(view.run_state, with_base=False)
     return evaluator
 
 
