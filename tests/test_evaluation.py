@@ -257,6 +257,60 @@ async def test_a_gate_that_changes_a_tracked_file_is_stale_and_judged_again(
     assert [c.tree for c in h.checkpoints()] == [second.tree]
 
 
+@pytest.mark.parametrize(
+    ("written", "paths", "stale"),
+    [
+        ("notes.md", ["src/**"], False),  # the agent's notes, outside what the gate reads
+        ("src/extra.py", ["src/**"], True),
+        ("notes.md", [], True),  # a gate without paths reads everything
+        ("docs/src/x.md", ["src/**"], False),  # a glob anchored at the root, as in .gitignore
+        ("src/deep/down.py", ["src/**", "!src/deep/**"], False),
+    ],
+)
+async def test_a_change_under_a_running_gate_makes_it_stale_only_where_it_reads(
+    make_harness: HarnessFactory, repo: Path, written: str, paths: list[str], stale: bool
+) -> None:
+    """While a gate runs, the agent writes elsewhere (its notes, a plan): a gate whose
+    ``paths`` do not cover the change keeps its verdict, and the green tree is checkpointed;
+    a change it reads makes it stale, as before."""
+    code = (
+        f"import os, time; os.makedirs(os.path.dirname({written!r}) or '.', exist_ok=True);"
+        f"open({written!r}, 'w').write('written while the gate ran'); time.sleep(0.2)"
+    )
+    extra = {"paths": paths} if paths else {}
+    h = make_harness([{"name": "tests", "cmd": py(code), **extra}], [("one", ["tests"])])
+    first = await h.evaluator.evaluate("start")
+    assert [e.stale for e in h.of(GateFinished)][:1] == [stale]
+    assert first.stale is stale
+    if stale:
+        assert first.complete_episodes == 0
+        assert all(c.record_.tree != first.tree for c in h.of(CheckpointTaken))
+    else:
+        (taken,) = h.of(CheckpointTaken)
+        assert taken.record_.tree == first.tree and first.complete_episodes == 1
+        assert h.evaluator.latest["tests"].tree == first.tree
+    await h.evaluator.idle()
+
+
+async def test_one_stale_gate_leaves_the_others_verdicts_and_takes_no_checkpoint(
+    make_harness: HarnessFactory, repo: Path
+) -> None:
+    write = "import time; open('notes.md', 'w').write('x'); time.sleep(0.2)"
+    h = make_harness(
+        [
+            {"name": "reads-src", "cmd": py(write), "paths": ["src/**"]},
+            {"name": "reads-all", "cmd": py("import time; time.sleep(0.6)")},
+        ],
+        [("one", ["reads-src", "reads-all"])],
+    )
+    first = await h.evaluator.evaluate("start")
+    by_gate = {e.result.gate: e.stale for e in h.of(GateFinished)[:2]}
+    assert by_gate == {"reads-src": False, "reads-all": True}
+    assert first.stale and first.complete_episodes == 0 and h.of(CheckpointTaken) == []
+    assert h.evaluator.latest["reads-src"].tree == first.tree
+    await h.evaluator.idle()
+
+
 async def test_a_gate_writing_ignored_files_does_not_move_the_tree(
     make_harness: HarnessFactory, repo: Path, git: Any
 ) -> None:

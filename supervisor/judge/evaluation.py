@@ -5,7 +5,8 @@ its paths changed. At most one evaluation runs and at most one waits: a newer tr
 the waiting one, and a running evaluation is never restarted, so a long gate is not killed on
 every keystroke and a change during it is never lost.
 
-A gate result is stale when the tree moved while the gate ran: it is shown as such (its
+A gate result is stale when the tree moved while the gate ran (under its ``paths``, for a gate
+that has them): it is shown as such (its
 ``GateFinished`` has ``stale=True``) but never cached, never used for a checkpoint or a
 regression, and another evaluation is queued. The tree is checked right after each gate ends,
 so a short gate's verdict is shown (and kept) without waiting for the longest gate.
@@ -317,8 +318,9 @@ class Evaluator:
         if self._epoch != epoch:
             # A rollback restarted the history while this pass ran: its tree was abandoned, so
             # nothing it found may count as green, as a regression, or for a checkpoint.
-            current.moved = True
             stale.update(r.gate for r in ordered)
+        # One stale result makes the pass no verdict on its tree (nor a checkpoint of it).
+        current.moved = bool(stale)
         new_regressions = [r for r in ordered if r.gate not in stale and self._remember(r)]
         green = {r.gate for r in ordered if r.green}
         complete = 0 if current.moved else complete_episodes(self._spec, green)
@@ -370,7 +372,7 @@ class Evaluator:
                     tree=current.tree,
                     message=f'gate "{gate.name}" could not run: {exc}',
                 )
-        moved = await self._moved(current)
+        moved = await self._moved(gate, current)
         results[gate.name] = result
         if moved:
             stale.add(gate.name)
@@ -378,18 +380,21 @@ class Evaluator:
             self._cache.put(gate.name, current.judged.tree, result)
         self._emit(GateFinished(result=result, stale=moved))
 
-    async def _moved(self, current: Pass) -> bool:
-        """Whether the workspace left the pass's tree (checked once more now, unless known)."""
+    async def _moved(self, gate: Gate, current: Pass) -> bool:
+        """Whether the workspace left the pass's tree while ``gate`` ran, in a path the gate
+        reads: anywhere for a gate without ``paths``, else under them (README: a gate's
+        ``paths``). The tree is snapshotted again at each gate's end."""
         async with current.check:
-            if not current.moved:
-                try:
-                    now = await asyncio.to_thread(self._snapshot)
-                    current.moved = now.tree != current.tree
-                except PaellaError as exc:
-                    # Unverifiable is as good as moved: such a result must not be trusted.
-                    self._notice(f"could not check the tree after a gate: {exc}", "warning")
-                    current.moved = True
-            return current.moved
+            try:
+                now = (await asyncio.to_thread(self._snapshot)).tree
+            except PaellaError as exc:
+                # Unverifiable is as good as moved: such a result must not be trusted.
+                self._notice(f"could not check the tree after a gate: {exc}", "warning")
+                return True
+        if now == current.tree:
+            return False
+        # Changes only where the gate does not read leave its verdict on the pass's tree true.
+        return not await asyncio.to_thread(self._cache.untouched, gate, current.tree, now)
 
     async def _reusable(self, gate: Gate, tree: str, judged: str) -> GateResult | None:
         """A known result for ``gate`` on ``tree`` (which it judges as ``judged``): cached, or
@@ -414,7 +419,7 @@ class Evaluator:
             self._notice(
                 f"the tree changed during the gates {self._stale_streak} evaluations in a row; "
                 "gates run again at the next change or when you ask (g). Does a gate write to "
-                "a tracked file?",
+                "a tracked file? A gate's `paths` keeps changes elsewhere from making it stale.",
                 "warning",
             )
             return

@@ -63,6 +63,14 @@ class GateCache:
         self.put(gate.name, judged, result)
         return result
 
+    def untouched(self, gate: Gate, old: str, new: str) -> bool:
+        """Whether no path ``gate`` reads (its ``paths``) differs between two trees; False for a
+        gate without ``paths`` (it reads everything) or when git cannot tell (blocking: git)."""
+        if not gate.paths:
+            return False
+        changed = self._changed_paths(old, new)
+        return changed is not None and not any(match_any(path, gate.paths) for path in changed)
+
     def _changed_paths(self, old: str, new: str) -> list[str] | None:
         """Paths that differ between two trees; None when git cannot tell (a pruned tree)."""
         try:
