@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
@@ -700,3 +702,57 @@ def test_format_duration_round_trips(seconds: float, text: str) -> None:
 )
 def test_format_size(size: int, text: str) -> None:
     assert format_size(size) == text
+
+
+# --- shell syntax in a command string -------------------------------------------------------
+
+SHELL_WRITTEN = [
+    ("sleep 2; test -f src/ok.py", ";"),
+    ("pytest -q && ruff check .", "&&"),
+    ("pytest -q || true", "||"),
+    ("pytest -q | tee out.txt", "|"),
+    ("pytest -q > out.txt", ">"),
+    ("pytest -q 2>&1", ">"),
+    ("ruff check $(git ls-files)", "$("),
+    ("ruff check `git ls-files`", "`"),
+    ("serve & pytest", "&"),
+    ("python run.py < input.txt", "<"),
+]
+NOT_SHELL = [
+    'python -c "import a; a.run()"',
+    "sh -c 'pytest -q && ruff check .'",
+    "find . -name '*.tmp' -exec rm {} \\;",
+    'grep -q "a|b" notes.txt',
+    "echo 'a > b'",
+    "pytest -k 'not slow'",
+]
+
+
+@pytest.mark.parametrize(("cmd", "op"), SHELL_WRITTEN)
+@pytest.mark.parametrize("where", ["gate", "agent"])
+def test_shell_syntax_in_a_command_string_is_refused_with_the_array_that_works(
+    tmp_path: Path, cmd: str, op: str, where: str
+) -> None:
+    """Split without a shell, `sleep 2; test -f x` runs sleep with four arguments: the gate is
+    red for a reason nobody sees. The contract is refused, naming the operator and the exact
+    array that runs it through sh, and that array loads and splits back to the command."""
+    if where == "gate":
+        text = MINIMAL.replace('cmd = "ruff check"', f"cmd = {json.dumps(cmd)}")
+    else:
+        text = MINIMAL.replace('profile = "claude"', f"agent = {json.dumps(cmd + ' {prompt}')}")
+    error = problems_of(tmp_path, text)
+    (line,) = [p for p in str(error).splitlines() if "shell syntax" in p]
+    assert f'"{op}" is shell syntax' in line and "no command runs through a shell" in line
+    fix = line.split("write ", 1)[1]
+    assert json.loads(fix)[:2] == ["sh", "-c"]
+    fixed = text.replace(json.dumps(cmd if where == "gate" else cmd + " {prompt}"), fix)
+    contract = load_contract(write(tmp_path, fixed))
+    argv = contract.gates[0].argv if where == "gate" else contract.run.agent
+    assert argv is not None and list(argv)[:2] == ["sh", "-c"]
+
+
+@pytest.mark.parametrize("cmd", NOT_SHELL)
+def test_operators_quoted_or_escaped_are_arguments_and_load(tmp_path: Path, cmd: str) -> None:
+    text = MINIMAL.replace('cmd = "ruff check"', f"cmd = {json.dumps(cmd)}")
+    contract = load_contract(write(tmp_path, text))
+    assert contract.gates[0].argv == tuple(shlex.split(cmd))

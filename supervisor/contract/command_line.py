@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import string
 from collections.abc import Mapping, Sequence
@@ -14,6 +15,32 @@ PLACEHOLDERS = frozenset(
     {"prompt", "prompt_file", "handoff", "handoff_file", "attempt", "run_id", "session_id"}
 )
 """The names that `{...}` may hold in the `agent` and `resume` arguments."""
+
+_OPERATORS = ("&&", "||", ">>", "$(", ";", "|", "&", ">", "<", "`")
+"""Shell syntax that means nothing without a shell (longest first)."""
+
+
+def shell_syntax(value: str) -> str | None:
+    """The first shell operator in ``value`` outside quotes and not escaped (``;``, ``&&``,
+    ``|``, ``>``, ``$(``...), or None. Split without a shell, it would reach the program as an
+    argument (``sleep 2; test -f x`` runs ``sleep`` with ``2``, ``test``, ``-f``, ``x``)."""
+    quote: str | None = None
+    escaped = False
+    for i, char in enumerate(value):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        else:
+            op = next((o for o in _OPERATORS if value.startswith(o, i)), None)
+            if op is not None:
+                return op
+    return None
 
 
 def placeholder_problems(argv: Sequence[str]) -> list[str]:
@@ -59,6 +86,14 @@ def split_command(value: object, *, placeholders: bool) -> tuple[str, ...]:
             ) from None
         if not argv:
             raise ValueError("the command is empty")
+        op = shell_syntax(value)
+        if op is not None:
+            # Refused, not run: each word would reach the program as an argument, and the
+            # gate would be red (or the agent wrong) for a reason nobody sees.
+            raise ValueError(
+                f"{quoted(op)} is shell syntax, and no command runs through a shell: "
+                f"write [{', '.join(json.dumps(a) for a in ('sh', '-c', value))}]"
+            )
     elif isinstance(value, list):
         if not value:
             raise ValueError("the command is empty")
