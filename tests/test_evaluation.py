@@ -624,3 +624,27 @@ async def test_an_evaluation_asked_while_another_runs_tells_the_tree_it_judges(
     finished = await asyncio.wait_for(final, 30)
     assert seen == [finished.tree] and finished.tree != first.tree
     assert h.of(EvaluationStarted)[-1].tree == finished.tree
+
+
+@pytest.mark.parametrize(
+    ("paths_of_gates", "changed", "reads"),
+    [
+        ([["src/**"]], ["notes.md"], False),
+        ([["src/**"]], ["notes.md", "src/a.py"], True),
+        ([["src/**"], []], ["notes.md"], True),  # a gate without paths reads everything
+        ([["src/**", "!src/gen/**"]], ["src/gen/x.py"], False),
+        ([["*.py"]], ["deep/down/x.py"], True),  # a slash-free glob matches at any depth
+        ([], ["anything"], False),  # no gate: nothing to re-run
+    ],
+)
+def test_reads_any_says_whether_a_change_can_re_run_a_gate(
+    paths_of_gates: list[list[str]], changed: list[str], reads: bool
+) -> None:
+    from paella_tui.supervisor.contract.model import Gate
+    from paella_tui.supervisor.judge.gate_cache import reads_any
+
+    gates = [
+        Gate(name=f"g{i}", argv=("true",), cmd="true", timeout=9, retries=0, paths=tuple(p))
+        for i, p in enumerate(paths_of_gates)
+    ]
+    assert reads_any(gates, changed) is reads

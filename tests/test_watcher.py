@@ -195,6 +195,33 @@ async def test_flapping_pauses_until_resumed(repo: Path) -> None:
     assert rec.paths[3] == ("src/gen.py",)
 
 
+async def test_writes_no_gate_reads_are_reported_but_never_flapping(repo: Path) -> None:
+    """An agent writing its notes every few seconds while the gates read only src/: each burst
+    is still reported (a step, the scope check), but only a burst a gate reads counts towards
+    the flapping guard, so watching never pauses for the notes."""
+    from paella_tui.supervisor.contract.model import Gate
+    from paella_tui.supervisor.judge.gate_cache import reads_any
+
+    gates = [Gate(name="t", argv=("true",), cmd="true", timeout=9, retries=0, paths=("src/**",))]
+    async with watching(
+        repo,
+        settle=0.1,
+        flap_limit=2,
+        flap_window=60,
+        reruns_gates=lambda paths: reads_any(gates, paths),
+    ) as (watcher, rec):
+        for n in range(1, 5):
+            write(repo, "notes.md", f"note {n}\n")
+            await rec.wait_fires(n)
+        assert not watcher.paused and rec.flaps == []
+        for n in (5, 6):
+            write(repo, "src/gen.py", f"n = {n}\n")
+            await rec.wait_fires(n)
+        write(repo, "src/gen.py", "n = 7\n")
+        await wait_until_async(lambda: watcher.paused, "the watcher to pause", timeout=5)
+        assert len(rec.flaps) == 1 and "src/gen.py" in rec.flaps[0]
+
+
 @pytest.mark.parametrize("polling", [False, True], ids=["inotify", "polling"])
 async def test_one_thread_watches_the_flat_and_the_deep_folders(
     repo: Path, git: GitRunner, polling: bool

@@ -72,10 +72,13 @@ def expand_placeholders(argv: Sequence[str], values: Mapping[str, object]) -> tu
     return tuple(arg.format_map(values) for arg in argv)
 
 
-def split_command(value: object, *, placeholders: bool) -> tuple[str, ...]:
+def split_command(
+    value: object, *, placeholders: bool, shell_refused: bool = True
+) -> tuple[str, ...]:
     """An argv from a command string (split like a shell, never run by one) or a string array.
 
-    Raises ValueError saying what is wrong; with `placeholders`, unknown `{...}` names too.
+    Raises ValueError saying what is wrong; with `placeholders`, unknown `{...}` names too;
+    with ``shell_refused``, shell syntax in a string (see :func:`shell_syntax`).
     """
     if isinstance(value, str):
         try:
@@ -86,7 +89,7 @@ def split_command(value: object, *, placeholders: bool) -> tuple[str, ...]:
             ) from None
         if not argv:
             raise ValueError("the command is empty")
-        op = shell_syntax(value)
+        op = shell_syntax(value) if shell_refused else None
         if op is not None:
             # Refused, not run: each word would reach the program as an argument, and the
             # gate would be red (or the agent wrong) for a reason nobody sees.

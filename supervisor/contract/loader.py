@@ -37,8 +37,13 @@ def _syntax_problem(path: Path, error: tomllib.TOMLDecodeError, locator: TomlLin
     return Problem(path, line, "", f"not valid TOML: {message}")
 
 
-def parse_contract(text: str, path: Path, *, default_name: str) -> Contract:
-    """A Contract from the text of `paella.toml`; raises ContractError listing every problem."""
+def parse_contract(text: str, path: Path, *, default_name: str, frozen: bool = False) -> Contract:
+    """A Contract from the text of `paella.toml`; raises ContractError listing every problem.
+
+    ``frozen``: the text is a run's frozen copy, accepted when the run started. A rule added
+    since that only guards a person writing a new contract (shell syntax in a command string)
+    is not applied to it: an old run stays readable, resumable and listable by a newer paella.
+    """
     locator = TomlLines(text)
     try:
         data = tomllib.loads(text)
@@ -48,7 +53,9 @@ def parse_contract(text: str, path: Path, *, default_name: str) -> Contract:
         # tomllib recurses per nesting level: thousands of nested arrays exhaust the stack.
         message = "not usable TOML: values are nested too deeply"
         raise ContractError([Problem(path, None, "", message)]) from None
-    return contract_from_toml(data, text=text, path=path, lines=locator, default_name=default_name)
+    return contract_from_toml(
+        data, text=text, path=path, lines=locator, default_name=default_name, frozen=frozen
+    )
 
 
 def load_contract(path: Path, *, default_name: str | None = None) -> Contract:

@@ -43,9 +43,11 @@ _MISSING = object()
 class Checker:
     """Collects problems while reading the parsed TOML into typed values."""
 
-    def __init__(self, path: Path, locator: TomlLines) -> None:
+    def __init__(self, path: Path, locator: TomlLines, *, frozen: bool = False) -> None:
+        """``frozen``: a run's frozen copy, read as it was accepted (see ``parse_contract``)."""
         self.path = path
         self.locator = locator
+        self.frozen = frozen
         self.problems: list[Problem] = []
 
     def add(self, where: Section | None, key: str | None, message: str) -> None:
@@ -182,7 +184,9 @@ class Section:
         if value is _MISSING:
             return None
         try:
-            return split_command(value, placeholders=placeholders)
+            return split_command(
+                value, placeholders=placeholders, shell_refused=not self.checker.frozen
+            )
         except ValueError as exc:
             self.problem(key, str(exc))
             return None

@@ -304,11 +304,17 @@ def _gate_names(data: dict[str, object]) -> set[str]:
 
 
 def contract_from_toml(
-    data: dict[str, object], *, text: str, path: Path, lines: TomlLines, default_name: str
+    data: dict[str, object],
+    *,
+    text: str,
+    path: Path,
+    lines: TomlLines,
+    default_name: str,
+    frozen: bool = False,
 ) -> Contract:
     """The Contract in parsed TOML `data` (read from `text`); raises ContractError listing every
     problem, each at the line `lines` finds for it."""
-    checker = Checker(path, lines)
+    checker = Checker(path, lines, frozen=frozen)
     _top_level(checker, data)
     run = _read_run(checker, data, default_name)
     retry = _read_retry(checker, data)

@@ -81,6 +81,13 @@ class GateCache:
             return None
 
 
+def reads_any(gates: Iterable[Gate], paths: Iterable[str]) -> bool:
+    """Whether a change of ``paths`` can re-run a gate: one without ``paths`` reads everything,
+    one with them reads what they match."""
+    changed = tuple(paths)
+    return any(not g.paths or any(match_any(p, g.paths) for p in changed) for g in gates)
+
+
 def result_from_record(record: dict[str, Any], known: Set[str]) -> GateResult | None:
     """The verdict a ledger ``gate-finished`` record holds (None: another kind, stale, or a gate
     the contract no longer has)."""

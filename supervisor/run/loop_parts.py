@@ -23,6 +23,7 @@ from paella_tui.supervisor.judge.breaks import BreakTracker
 from paella_tui.supervisor.judge.byproducts import byproduct_globs
 from paella_tui.supervisor.judge.evaluation import Evaluator
 from paella_tui.supervisor.judge.frozen import FrozenFiles, GateFolder
+from paella_tui.supervisor.judge.gate_cache import reads_any
 from paella_tui.supervisor.run.attempt_end import stopped_on_words
 from paella_tui.supervisor.run.attempt_runner import AttemptRunner
 from paella_tui.supervisor.run.decisions import Decide, Decision, DecisionChannel, Review
@@ -166,6 +167,7 @@ class LoopParts:
             on_settled=self._on_settled,
             on_flapping=self._on_flapping,
             on_gap=self.snapshotter.changes.gap,
+            reruns_gates=lambda paths: reads_any(contract.gates, paths),
         )
 
     async def _freeze(self, start_tree: str) -> None:

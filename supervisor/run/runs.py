@@ -77,7 +77,9 @@ class Run:
         text = verified_contract(self.workspace, self.run_id, self.contract_copy, read).text
         if text is None:
             return None
-        return parse_contract(text, self.contract_copy, default_name=self.workspace.root.name)
+        return parse_contract(
+            text, self.contract_copy, default_name=self.workspace.root.name, frozen=True
+        )
 
 
 class RunStore:

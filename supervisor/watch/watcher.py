@@ -37,7 +37,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -93,6 +93,7 @@ class WorkspaceWatcher:
         flap_limit: int = 10,
         flap_window: float = 60.0,
         force_polling: bool = False,
+        reruns_gates: Callable[[Collection[str]], bool] | None = None,
     ) -> None:
         self.workspace = workspace
         self.settle = settle
@@ -105,6 +106,8 @@ class WorkspaceWatcher:
         whoever follows the reported paths must look at everything again."""
         self.flap_limit = flap_limit
         self.flap_window = flap_window
+        # A burst that cannot re-run a gate (outside every gate's paths) is no flapping.
+        self.reruns_gates = reruns_gates
         self._rules = PathRules(workspace, self.ignore)
         self._root = self._rules.root
         self._mode: WatchMode = "polling" if force_polling else "inotify"
@@ -488,7 +491,8 @@ class WorkspaceWatcher:
         self._classifier.new_burst()
         if self._paused or not self._burst:
             return
-        if not self._flaps.fire(time.monotonic(), self.flap_limit, self.flap_window):
+        counted = self.reruns_gates is None or self.reruns_gates(self._burst)
+        if counted and not self._flaps.fire(time.monotonic(), self.flap_limit, self.flap_window):
             self._paused = True
             if self.on_flapping is not None:
                 self.on_flapping(flapping_message(self._burst, self.flap_limit, self.flap_window))
