@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -756,3 +757,34 @@ def test_operators_quoted_or_escaped_are_arguments_and_load(tmp_path: Path, cmd:
     text = MINIMAL.replace('cmd = "ruff check"', f"cmd = {json.dumps(cmd)}")
     contract = load_contract(write(tmp_path, text))
     assert contract.gates[0].argv == tuple(shlex.split(cmd))
+
+
+def test_a_run_frozen_before_the_shell_rule_stays_readable_and_a_new_run_starts(
+    repo: Path, git: Any
+) -> None:
+    """A contract an older paella accepted (a gate `sleep 0; true`, split without a shell) is
+    a run's frozen copy: a newer paella still reads that run (status, checkpoints), and a
+    fixed paella.toml starts a new run, instead of refusing everything over a file nobody can
+    fix."""
+    from conftest import run_paella_in_process
+
+    from paella_tui.supervisor.run.runs import RunStore
+    from paella_tui.supervisor.store.workspace import Workspace
+
+    old = MINIMAL.replace('cmd = "ruff check"', 'cmd = "sleep 0; true"')
+    old = old.replace('profile = "claude"', 'agent = ["true"]\ntty = false')
+    frozen = parse_contract(old, repo / CONTRACT_FILE, default_name="ws", frozen=True)
+    assert frozen.gates[0].argv == ("sleep", "0;", "true")
+    run = RunStore(Workspace.find(repo)).create(frozen, manual=False)
+    run.ledger.append("run-stopped", reason="an older paella stopped it")
+    (repo / CONTRACT_FILE).write_text(old.replace('"sleep 0; true"', '["sh", "-c", "true"]'))
+    git(repo, "add", CONTRACT_FILE)
+    git(repo, "commit", "-q", "-m", "contract")
+
+    status = run_paella_in_process(repo, "status")
+    assert status.returncode == 0 and run.run_id in status.stdout, status.stderr
+    assert "shell syntax" not in status.stderr
+    started = run_paella_in_process(repo, "run", "--headless")
+    assert "shell syntax" not in started.stderr, started.stderr
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert RunStore(Workspace.find(repo)).current().run_id != run.run_id
