@@ -6,15 +6,18 @@ the script chosen per test, run without a terminal, so a test reads like what th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import tomli_w
-from conftest import GitRunner, make_repo, run_paella_in_process
+from conftest import GitRunner, SavedFolder, make_repo, run_paella_in_process
 
 TIMEOUT = 90.0
 
@@ -128,3 +131,20 @@ class HostileProject:
 def no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
     """Fail with the output when a command printed a Python traceback."""
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+
+
+@contextlib.contextmanager
+def finished_project(
+    tmp_path_factory: pytest.TempPathFactory, git: GitRunner, name: str
+) -> Iterator[tuple[HostileProject, SavedFolder]]:
+    """A project with one finished run (a checkpoint, then the agent failed), its paella state
+    and its mirror (a private XDG state folder) all in one saved folder: for a module of cases
+    that each put it back (``SavedFolder.restore``) rather than run paella again."""
+    world = tmp_path_factory.mktemp(name)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(world / "xdg-state"))
+        p = HostileProject(world, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
+        assert p.paella("run", "--headless").returncode == 1
+        saved = SavedFolder(world)
+        saved.save()
+        yield p, saved

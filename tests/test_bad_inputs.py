@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GitRunner, SavedFolder, capture_tree
-from hostile_project import HostileProject, no_traceback
+from hostile_project import HostileProject, finished_project, no_traceback
 
 Setup = Callable[[HostileProject], None]
 
@@ -31,14 +31,8 @@ def finished_run(
 ) -> Iterator[tuple[HostileProject, SavedFolder]]:
     """A project with one finished run (a checkpoint, then the agent failed), its paella state
     and its mirror (a private XDG state folder) all in one saved folder."""
-    world = tmp_path_factory.mktemp("finished-run")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_STATE_HOME", str(world / "xdg-state"))
-        p = HostileProject(world, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
-        assert p.paella("run", "--headless").returncode == 1
-        saved = SavedFolder(world)
-        saved.save()
-        yield p, saved
+    with finished_project(tmp_path_factory, git, "finished-run") as made:
+        yield made
 
 
 @pytest.fixture

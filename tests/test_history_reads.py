@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import GitRunner, SavedFolder
-from hostile_project import HostileProject, no_traceback
+from hostile_project import HostileProject, finished_project, no_traceback
 
 from paella_tui.supervisor.run.ledger import Ledger, LedgerRead
 
@@ -23,14 +23,8 @@ def finished_run(
     tmp_path_factory: pytest.TempPathFactory, git: GitRunner
 ) -> Iterator[tuple[HostileProject, SavedFolder]]:
     """A project with one finished run, its state and its mirror in one saved folder."""
-    world = tmp_path_factory.mktemp("history-reads")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_STATE_HOME", str(world / "xdg-state"))
-        p = HostileProject(world, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
-        assert p.paella("run", "--headless").returncode == 1
-        saved = SavedFolder(world)
-        saved.save()
-        yield p, saved
+    with finished_project(tmp_path_factory, git, "history-reads") as made:
+        yield made
 
 
 @pytest.mark.parametrize(

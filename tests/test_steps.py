@@ -182,9 +182,8 @@ def test_paella_steps_lists_and_refuses_pruned_targets(repo: Path, git: GitRunne
     assert "(refs pruned)" in paella(repo, "steps").stdout
 
 
-async def test_a_tree_heard_of_late_never_makes_a_step_go_backwards(repo: Path) -> None:
-    """The gates' snapshot and the keeper's run in threads; an older tree delivered after a newer
-    one was kept is dropped, while a real return to an earlier state is a step."""
+def _keeper(repo: Path) -> tuple[SequencedSnapshotter, StepKeeper, list[StepRecord]]:
+    """A step keeper of a manual run in ``repo``, and the steps it records, in order."""
     workspace = Workspace.find(repo)
     run = RunStore(workspace).create(None, manual=True)
     snapshotter = SequencedSnapshotter(workspace)
@@ -196,6 +195,13 @@ async def test_a_tree_heard_of_late_never_makes_a_step_go_backwards(repo: Path) 
         tail=lambda: ["working"],
         attempt=lambda: 1,
     )
+    return snapshotter, keeper, taken
+
+
+async def test_a_tree_heard_of_late_never_makes_a_step_go_backwards(repo: Path) -> None:
+    """The gates' snapshot and the keeper's run in threads; an older tree delivered after a newer
+    one was kept is dropped, while a real return to an earlier state is a step."""
+    snapshotter, keeper, taken = _keeper(repo)
     older = snapshotter.take_locked().tree
     (repo / "README.md").write_text("newer\n")
     newer = snapshotter.take_locked().tree
@@ -216,17 +222,7 @@ async def test_a_step_still_being_kept_when_the_run_ends_is_never_recorded_after
     """The run's verdict is recorded once the keeper is closed: a step kept by then is
     recorded before it; one still waiting for its snapshot is dropped, even when the snapshot
     finishes later, and no step is taken after the close."""
-    workspace = Workspace.find(repo)
-    run = RunStore(workspace).create(None, manual=True)
-    snapshotter = SequencedSnapshotter(workspace)
-    taken: list[StepRecord] = []
-    keeper = StepKeeper(
-        run,
-        snapshotter,
-        emit=lambda event: taken.append(event.record_),  # type: ignore[attr-defined]
-        tail=lambda: ["working"],
-        attempt=lambda: 1,
-    )
+    snapshotter, keeper, taken = _keeper(repo)
     keeper.request()
     await keeper.idle()
     assert [s.n for s in taken] == [0]
