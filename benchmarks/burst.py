@@ -42,6 +42,7 @@ CHILD = r"""
 import asyncio, collections, ctypes, json, sys, threading, time
 from paella_tui.supervisor.store import gitcli
 from paella_tui.supervisor.watch.watcher import WorkspaceWatcher
+from paella_tui.supervisor.watch.flapping import FlapGuard
 from paella_tui.supervisor.store.workspace import Workspace
 
 # Each thread carries its Python name in the kernel (``comm``), so that the benchmark can read
@@ -62,7 +63,7 @@ gitcli.Git.run = _counted
 async def main():
     def settled(paths):
         print(json.dumps({"settled": len(paths), "t": time.time(), "git": GIT}), flush=True)
-    watcher = WorkspaceWatcher(Workspace.find(), settle=1.0, on_settled=settled, flap_limit=10**6)
+    watcher = WorkspaceWatcher(Workspace.find(), settle=1.0, on_settled=settled, flaps=FlapGuard(10**6))
     task = asyncio.ensure_future(watcher.run())
     await watcher.wait_ready()
     print(json.dumps({"ready": True, "git": GIT}), flush=True)

@@ -276,7 +276,7 @@ async def start_loop(
     loop = RunLoop(run=run, contract=contract, emit=recorder, decide=policy("stop"))
     if flap_limit is not None:
         # Ten settled bursts a minute would pause the watcher (flapping): not what is measured.
-        loop.watcher.flap_limit = flap_limit
+        loop.watcher.flaps.limit = flap_limit
     task = asyncio.create_task(loop.run(), name="bench-run-loop")
     await recorder.wait_for(AgentStarted)
     await loop.watcher.wait_ready()

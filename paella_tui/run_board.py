@@ -211,7 +211,7 @@ class RunBoard:
 
     def _note(self, event: WatchPaused | RunStopped) -> None:
         if isinstance(event, WatchPaused):
-            self.detail = f"watching paused: {event.reason} (g resumes)"
+            self.detail = f"watching paused: {event.reason}"
         else:
             self.detail = event.reason
 

@@ -21,6 +21,7 @@ from conftest import GitRunner
 from waiting import wait_until_async
 
 from paella_tui.supervisor.store.workspace import Workspace
+from paella_tui.supervisor.watch.flapping import FlapGuard
 from paella_tui.supervisor.watch.watcher import WorkspaceWatcher
 
 SETTLE = 0.2
@@ -167,7 +168,7 @@ async def test_a_tracked_file_matching_gitignore_still_fires(repo: Path, git: Gi
 
 
 async def test_flapping_pauses_until_resumed(repo: Path) -> None:
-    async with watching(repo, settle=0.1, flap_limit=2, flap_window=60) as (watcher, rec):
+    async with watching(repo, settle=0.1, flaps=FlapGuard(2, 60)) as (watcher, rec):
         for n in (1, 2):
             write(repo, "src/gen.py", f"n = {n}\n")
             await rec.wait_fires(n)
@@ -195,6 +196,34 @@ async def test_flapping_pauses_until_resumed(repo: Path) -> None:
     assert rec.paths[3] == ("src/gen.py",)
 
 
+async def test_a_pause_ends_by_itself_once_the_workspace_is_quiet(repo: Path) -> None:
+    """Nobody may be there to press g (a headless run, a person away for hours): a paused
+    watcher resumes once nothing relevant changed for ``quiet_resume`` seconds, not while the
+    writes go on, and then reports what changed meanwhile as one burst."""
+    resumed: list[float] = []
+    async with watching(
+        repo,
+        settle=0.1,
+        flaps=FlapGuard(1, 60, quiet_resume=2.0),
+        on_resumed=lambda: resumed.append(time.monotonic()),
+    ) as (watcher, rec):
+        write(repo, "src/gen.py", "n = 1\n")
+        await rec.wait_fires(1)
+        write(repo, "src/gen.py", "n = 2\n")
+        await wait_until_async(lambda: watcher.paused, "the watcher to pause", timeout=5)
+        # Writes every 0.4 s for 2 s: never quiet for two seconds, so still paused.
+        for n in range(5):
+            write(repo, "src/other.py", f"m = {n}\n")
+            last_write = time.monotonic()
+            await asyncio.sleep(0.4)
+        assert watcher.paused and resumed == [] and len(rec.fires) == 1
+        await wait_until_async(lambda: bool(resumed), "the pause to end by itself", timeout=10)
+        assert resumed[0] - last_write >= 1.95
+        await rec.wait_fires(2)
+        assert rec.paths[1] == ("src/gen.py", "src/other.py")
+        assert not watcher.paused and len(rec.flaps) == 1
+
+
 async def test_writes_no_gate_reads_are_reported_but_never_flapping(repo: Path) -> None:
     """An agent writing its notes every few seconds while the gates read only src/: each burst
     is still reported (a step, the scope check), but only a burst a gate reads counts towards
@@ -206,9 +235,7 @@ async def test_writes_no_gate_reads_are_reported_but_never_flapping(repo: Path) 
     async with watching(
         repo,
         settle=0.1,
-        flap_limit=2,
-        flap_window=60,
-        reruns_gates=lambda paths: reads_any(gates, paths),
+        flaps=FlapGuard(2, 60, reruns_gates=lambda paths: reads_any(gates, paths)),
     ) as (watcher, rec):
         for n in range(1, 5):
             write(repo, "notes.md", f"note {n}\n")

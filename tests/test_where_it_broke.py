@@ -119,7 +119,7 @@ class Story:
         )
         # 30 changes in a few seconds would be flapping (SPEC 8), which pauses watching: this
         # story is about steps, so the watcher tolerates the pace.
-        loop.watcher.flap_limit = 10_000
+        loop.watcher.flaps.limit = 10_000
 
         async def main() -> int:
             return await asyncio.wait_for(loop.run(), RUN_TIMEOUT)

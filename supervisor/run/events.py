@@ -256,7 +256,7 @@ class DriftDetected(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class WatchPaused(Event):
-    """The watcher stopped re-triggering gates (flapping); ``R`` or ``paella gates`` resumes."""
+    """The watcher stopped re-triggering gates (flapping); ``g``, or 15 s of quiet, resumes it."""
 
     kind: ClassVar[str | None] = "watch-paused"
     reason: str

@@ -50,6 +50,7 @@ from paella_tui.supervisor.run.state_store import StateStore
 from paella_tui.supervisor.store import checkpoints as ckpt
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.steps import SequencedSnapshotter
+from paella_tui.supervisor.watch.flapping import QUIET_RESUME_S, FlapGuard
 from paella_tui.supervisor.watch.watcher import WorkspaceWatcher
 
 EXIT_DONE = 0
@@ -64,6 +65,11 @@ STATS_PERSIST_EVERY_S = 15.0
 WATCH_READY_S = 10.0
 """How long the first attempt waits for the workspace watches to be set up, at most."""
 
+
+RESUMED_WORDS = (
+    f"watching resumed: the workspace was quiet for {QUIET_RESUME_S:g} s; what changed while "
+    "it was paused is judged now"
+)
 
 Consumer = Callable[[Event, RunState], None]
 """Whoever shows a run (the TUI, the headless printer): each event, with the run's state after it.
@@ -167,7 +173,8 @@ class LoopParts:
             on_settled=self._on_settled,
             on_flapping=self._on_flapping,
             on_gap=self.snapshotter.changes.gap,
-            reruns_gates=lambda paths: reads_any(contract.gates, paths),
+            flaps=FlapGuard(reruns_gates=lambda paths: reads_any(contract.gates, paths)),
+            on_resumed=lambda: self.emit(Notice(message=RESUMED_WORDS)),
         )
 
     async def _freeze(self, start_tree: str) -> None:

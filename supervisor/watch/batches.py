@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections import deque
 from dataclasses import dataclass, field
 
 import watchfiles
@@ -198,36 +197,3 @@ def _is_dir(path: str) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-class FlapGuard:
-    """Counts the bursts reported within a window: more than the limit is flapping."""
-
-    def __init__(self) -> None:
-        self._fires: deque[float] = deque()
-
-    def fire(self, now: float, limit: int, window: float) -> bool:
-        """Note a report at ``now`` (monotonic) and return True, or False when it is one more
-        than ``limit`` within ``window`` seconds (read at each report: they can be changed)."""
-        while self._fires and now - self._fires[0] > window:
-            self._fires.popleft()
-        if len(self._fires) >= limit:
-            return False
-        self._fires.append(now)
-        return True
-
-    def clear(self) -> None:
-        """Forget the reports so far (watching resumed)."""
-        self._fires.clear()
-
-
-def flapping_message(burst: set[str], limit: int, window: float) -> str:
-    """Why watching paused: the workspace kept changing (the latest paths named)."""
-    shown = sorted(burst)[:3]
-    more = f" and {len(burst) - 3} more" if len(burst) > 3 else ""
-    return (
-        f"The workspace kept changing: gates would have been re-triggered more than "
-        f"{limit} times within {window:g} s (latest: {', '.join(shown)}{more}). Watching is "
-        "paused so gates stop re-running on every write; resume it once the writes stop, "
-        "and the changes made meanwhile are evaluated then."
-    )

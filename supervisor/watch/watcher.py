@@ -26,8 +26,7 @@ How it watches, and why (measured with watchfiles 1.3 on Linux):
   wait in anyio's pooled worker threads, which outlive the watcher. The thread is joined and
   every inotify handle closed when :meth:`WorkspaceWatcher.run` returns.
 
-Latency and cost: see :mod:`streams` (one watch thread; a batch is handed over a step after its
-last event). Watches exist once their setup returns: :meth:`WorkspaceWatcher.wait_ready`.
+Latency and cost: :mod:`streams`; flapping: :mod:`flapping`; ready: ``wait_ready``.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -45,7 +44,8 @@ import watchfiles
 
 from paella_tui.supervisor.base.errors import WorkspaceError
 from paella_tui.supervisor.store.workspace import Workspace
-from paella_tui.supervisor.watch.batches import Batch, Classifier, FlapGuard, flapping_message
+from paella_tui.supervisor.watch.batches import Batch, Classifier
+from paella_tui.supervisor.watch.flapping import FlapGuard
 from paella_tui.supervisor.watch.streams import (
     DEBOUNCE_MS,
     POLL_DELAY_MS,
@@ -72,6 +72,9 @@ _ADDED = watchfiles.Change.added
 _UNDECODABLE = "Unable to decode path"  # watchfiles' error for a file name that is not UTF-8
 
 
+POLLING_ASKED = "polling every 0.5 s, as asked: changes are seen up to half a second late"
+
+
 class WorkspaceWatcher:
     """Watches a workspace; calls back on activity, once per settled burst, and when flapping.
 
@@ -90,10 +93,9 @@ class WorkspaceWatcher:
         on_settled: Callable[[tuple[str, ...]], None],
         on_flapping: Callable[[str], None] | None = None,
         on_gap: Callable[[], None] | None = None,
-        flap_limit: int = 10,
-        flap_window: float = 60.0,
         force_polling: bool = False,
-        reruns_gates: Callable[[Collection[str]], bool] | None = None,
+        flaps: FlapGuard | None = None,
+        on_resumed: Callable[[], None] | None = None,
     ) -> None:
         self.workspace = workspace
         self.settle = settle
@@ -101,24 +103,15 @@ class WorkspaceWatcher:
         self.on_activity = on_activity
         self.on_settled = on_settled
         self.on_flapping = on_flapping
+        # Changes may have gone unreported (a watch failed, polling): look at everything again.
         self.on_gap = on_gap
-        """Called when changes may have gone unreported (a watch failed, a switch to polling):
-        whoever follows the reported paths must look at everything again."""
-        self.flap_limit = flap_limit
-        self.flap_window = flap_window
-        # A burst that cannot re-run a gate (outside every gate's paths) is no flapping.
-        self.reruns_gates = reruns_gates
+        self.flaps = flaps or FlapGuard()
+        self.on_resumed = on_resumed
         self._rules = PathRules(workspace, self.ignore)
         self._root = self._rules.root
         self._mode: WatchMode = "polling" if force_polling else "inotify"
         self._skip_unreadable = False
-        self._warning: str | None = (
-            "polling every 0.5 s, as asked: changes are seen up to half a second late"
-            if force_polling
-            else None
-        )
-        self._paused = False
-        self._flaps = FlapGuard()
+        self._warning: str | None = POLLING_ASKED if force_polling else None
         self._burst: set[str] = set()
         self._burst_token = 0
         self._classifier = Classifier(self._rules, workspace.git)
@@ -156,8 +149,8 @@ class WorkspaceWatcher:
 
     @property
     def paused(self) -> bool:
-        """Flapping paused ``on_settled`` until :meth:`resume` is called."""
-        return self._paused
+        """Flapping paused ``on_settled`` until :meth:`resume`, or quiet (``watch.flapping``)."""
+        return self.flaps.paused
 
     @property
     def plan(self) -> WatchPlan | None:
@@ -192,8 +185,7 @@ class WorkspaceWatcher:
             self._resume_now()
 
     def _resume_now(self) -> None:
-        self._paused = False
-        self._flaps.clear()
+        self.flaps.resume()
         if self._burst and self._loop is not None:
             self._arm_timer()
 
@@ -267,6 +259,10 @@ class WorkspaceWatcher:
             await self._on_changes(item[2])
         elif kind == "settled" and item[1] == self._burst_token:
             self._on_quiet()
+        elif kind == "quiet" and item[1] == self._burst_token and self.paused:
+            self._resume_now()  # quiet long enough: what changed meanwhile is reported
+            if self.on_resumed is not None:
+                self.on_resumed()
         elif kind == "replan":
             self._replan_needed = True
 
@@ -489,13 +485,15 @@ class WorkspaceWatcher:
         """The settle time passed with no relevant change: report the burst, unless flapping."""
         self._timer = None
         self._classifier.new_burst()
-        if self._paused or not self._burst:
+        if self.paused and self._burst and self._loop is not None:
+            item = ("quiet", self._burst_token)
+            self._loop.call_later(self.flaps.quiet_resume - self.settle, self._post, item)
+        if self.paused or not self._burst:
             return
-        counted = self.reruns_gates is None or self.reruns_gates(self._burst)
-        if counted and not self._flaps.fire(time.monotonic(), self.flap_limit, self.flap_window):
-            self._paused = True
+        pause = self.flaps.hold(self._burst, time.monotonic())
+        if pause is not None:
             if self.on_flapping is not None:
-                self.on_flapping(flapping_message(self._burst, self.flap_limit, self.flap_window))
+                self.on_flapping(pause)
             return
         paths = tuple(sorted(self._burst))
         self._burst.clear()
