@@ -176,6 +176,19 @@ class Git:
             preexec_fn=die_with_parent(),
         )
 
+    def start(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        """Start ``git args`` with no input and its output dropped; the caller waits for it
+        (a write that may run beside other work, as the index refresh after a rollback)."""
+        return subprocess.Popen(
+            self.command(args),
+            cwd=self.root,
+            env=self._env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent(),
+        )
+
     def out(self, args: Sequence[str], **kwargs: object) -> str:
         """Run git and return its stdout as text, without the trailing newline."""
         proc = self.run(args, **kwargs)  # type: ignore[arg-type]

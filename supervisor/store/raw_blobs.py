@@ -3,7 +3,8 @@
 ``update-index`` hashes a file the way ``git add`` would: ``text``/``eol`` attributes,
 ``core.autocrlf`` and ``ident`` may rewrite it (a CRLF file under ``* text=auto`` is stored with
 LF). A checkpoint must give back what was on disk, so every file the snapshot (re)hashed is hashed
-again here from its raw bytes; where the two differ, the raw blob is written (``fast-import``, fed
+again here from its raw bytes (only those an attribute may convert: the private index turns
+``core.autocrlf`` off); where the two differ, the raw blob is written (``fast-import``, fed
 content, never a path: any byte in a name is safe) and put in the private index instead. Such
 entries carry no stat data, so only these files are hashed again by the next snapshot.
 """
@@ -95,6 +96,17 @@ class RawBlobs:
         autocrlf = user_git.out(["config", "--get", "core.autocrlf"], check=False)
         if autocrlf.strip().lower() in ("true", "input"):
             return paths
+        return self.converting(paths)
+
+    def converting(self, paths: list[str]) -> list[str]:
+        """Those of ``paths`` that the private index's git may convert when it hashes them.
+
+        The private index runs with ``core.autocrlf=false``, so only an attribute (text, eol,
+        crlf, filter, ident, working-tree-encoding) makes git's blob differ from the raw bytes:
+        the others need no second reading (a snapshot of 5,000 changed files read them twice).
+        """
+        if not paths:
+            return []
         data = self.git.run(
             ["check-attr", "-z", "--stdin", *CONVERTING_ATTRIBUTES], input=encode_paths_z(paths)
         ).stdout.split(b"\0")

@@ -154,41 +154,59 @@ def _prune_empty_parents(root: Path, rel: str) -> None:
         parts.pop()
 
 
-def _make_parents(root: Path, rel: str) -> None:
-    """Create the folders above ``rel``, refusing to go through a file or a symlink."""
-    current = root
-    for part in rel.split("/")[:-1]:
-        current = current / part
+def _make_parents(root: Path, rel: str, folders: set[str]) -> None:
+    """Create the folders above ``rel``, refusing to go through a file or a symlink.
+
+    ``folders``: those this restore already found or made (checked once, not once per file).
+    """
+    parts = rel.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        if folder in folders:
+            continue
+        current = root / folder
         try:
             st = os.lstat(current)
         except FileNotFoundError:
             os.mkdir(current)
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            raise OSError(f"{current.relative_to(root)} is in the way (not a folder)")
+        else:
+            if not stat.S_ISDIR(st.st_mode):
+                raise OSError(f"{folder} is in the way (not a folder)")
+        folders.add(folder)
 
 
-def _write(root: Path, change: Change, blobs: _Blobs | None) -> None:
+def _write(root: Path, change: Change, blobs: _Blobs | None, folders: set[str]) -> None:
     full = root / change.path
-    _make_parents(root, change.path)
+    _make_parents(root, change.path, folders)
+    try:
+        here: os.stat_result | None = os.lstat(full)
+    except FileNotFoundError:
+        here = None
     if change.new_mode == GITLINK_MODE:
-        if not os.path.lexists(full):
+        if here is None:
             os.mkdir(full)
         return
     assert blobs is not None
-    with contextlib.suppress(FileNotFoundError):
-        if stat.S_ISDIR(os.lstat(full).st_mode):
-            _remove_empty_tree(full)  # empty folders where the file goes (the plan refused files)
+    if here is not None and stat.S_ISDIR(here.st_mode):
+        _remove_empty_tree(full)  # empty folders where the file goes (the plan refused files)
     tmp = _tmp_name(full)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
     try:
         if change.new_mode == LINK_MODE:
-            os.symlink(os.fsdecode(blobs.read(change.new_oid)), tmp)
+            target = os.fsdecode(blobs.read(change.new_oid))
+            try:
+                os.symlink(target, tmp)
+            except FileExistsError:  # left by a killed paella of the same pid: ours to replace
+                os.unlink(tmp)
+                os.symlink(target, tmp)
         else:
             # The umask decides the permission bits, as git's checkout does.
             perms = 0o777 if change.new_mode == "100755" else 0o666
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, perms)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+            try:
+                fd = os.open(tmp, flags, perms)
+            except FileExistsError:
+                os.unlink(tmp)
+                fd = os.open(tmp, flags, perms)
             with os.fdopen(fd, "wb") as handle:
                 blobs.stream(change.new_oid, handle.write)
         os.replace(tmp, full)
@@ -222,13 +240,14 @@ def apply_changes(git: Git, root: Path, changes: list[Change]) -> list[str]:
                 _prune_empty_parents(root, change.path)
         needs_blob = [c.new_oid for c in writes if not _mode_only(c) and c.new_mode != GITLINK_MODE]
         blobs = _Blobs(git, needs_blob) if needs_blob else None
+        folders: set[str] = set()
         try:
             for change in writes:
                 current = change.path
                 if _mode_only(change):
                     _chmod_exec(root / change.path, change.new_mode == "100755")
                 else:
-                    _write(root, change, blobs)
+                    _write(root, change, blobs, folders)
                 changed.append(change.path)
         finally:
             if blobs is not None:

@@ -4,7 +4,8 @@
 as a second parent when it holds staged changes) and record the intent before touching a file;
 3. restore the work tree to the target's tree exactly, raw bytes written by paella itself
 (``raw_restore``), deleting only files the salvage holds; 4. put HEAD, the branch and the index
-back; 5. verify by re-reading every written file and with a fresh snapshot. A restore that stops
+back; 5. verify with a fresh snapshot, which re-reads every written file (its stat data is
+new) while a git child refreshes the user's index (stat data only). A restore that stops
 part-way (a full disk) says exactly which paths it changed, and the salvage puts them back. A
 crash at any point leaves an intent without completion in the ledger, which
 :func:`interrupted_rollback` finds at the next start together with the commands that finish or
@@ -32,7 +33,6 @@ from paella_tui.supervisor.store.raw_restore import (
     RestoreStopped,
     apply_changes,
     tree_changes,
-    verify_written,
 )
 from paella_tui.supervisor.store.snapshot import Snapshotter
 
@@ -245,32 +245,38 @@ def _rollback(
             _stopped(run, op_id, target, salvage, stop, total=len(changes))
         progress.files_changed = bool(written)
         _kill_point("after-worktree")
-        try:
-            with recorded_locks(
-                run.workspace, _head_locks(run, target, current), "a rollback's HEAD"
-            ):
+        with recorded_locks(run.workspace, _head_locks(run, target, current), "a rollback's HEAD"):
+            try:
                 _restore_head(run, target, current)
                 _kill_point("after-head")
                 _restore_index(run, target)
-        except GitError as err:
-            run.ledger.append(
-                "rollback-failed", id=op_id, step="head", error=str(err), salvage_ref=salvage.ref
-            )
-            raise RollbackError(
-                f"rollback to {target.name}: the work tree is restored ({len(written)} paths "
-                f"changed), but putting HEAD, the branch and the index back failed: "
-                f"{err.stderr.strip() or err}",
-                hint=f"the state before it is {salvage.name} ({salvage.ref}): "
-                f"`paella rollback {salvage.name} --yes` puts it back.",
-            ) from err
-        _kill_point("after-index")
-        # Step 5: every written file is read back, and a fresh snapshot must equal the target.
-        misread = verify_written(
-            root, changes, lambda data: snapshotter.blob_id(data, like=target.tree)
-        )
-        fresh = snapshotter.take()
+                # The user's index learns the restored files' stat data in a git child of its
+                # own while the verification snapshot reads the same files (the second core).
+                refresh = run.workspace.git.start(["update-index", "-q", "--refresh"])
+            except GitError as err:
+                run.ledger.append(
+                    "rollback-failed",
+                    id=op_id,
+                    step="head",
+                    error=str(err),
+                    salvage_ref=salvage.ref,
+                )
+                raise RollbackError(
+                    f"rollback to {target.name}: the work tree is restored ({len(written)} "
+                    f"paths changed), but putting HEAD, the branch and the index back failed: "
+                    f"{err.stderr.strip() or err}",
+                    hint=f"the state before it is {salvage.name} ({salvage.ref}): "
+                    f"`paella rollback {salvage.name} --yes` puts it back.",
+                ) from err
+            _kill_point("after-index")
+            # Step 5: a fresh snapshot must equal the target. It reads every written file again:
+            # each one's stat data differs from the salvage's entry (a new inode, or a new mode),
+            # so git hashes it, and raw where an attribute may convert.
+            try:
+                fresh = snapshotter.take()
+            finally:
+                refresh.wait()
         unexplained, notes = _differences(run, fresh.tree, target, salvage)
-        unexplained = list(dict.fromkeys([*misread, *unexplained]))
         if unexplained:
             run.ledger.append(
                 "rollback-failed",
@@ -427,8 +433,8 @@ def _restore_head(run: Run, target: SnapshotRecord, current: str | None) -> None
 
 def _restore_index(run: Run, target: SnapshotRecord) -> None:
     """Set the user's index to the HEAD tree (a salvage's saved index, when it has one), touching
-    no file: ``read-tree`` without ``-u`` never converts or writes the work tree, and the refresh
-    only updates stat data so that ``git status`` reads the restored files right."""
+    no file: ``read-tree`` without ``-u`` never converts or writes the work tree. The caller then
+    refreshes it (stat data only) so that ``git status`` reads the restored files right."""
     git = run.workspace.git
     # --reset keeps the stat data of entries that match, so `git status` stays fast afterwards.
     if target.index:
@@ -437,7 +443,6 @@ def _restore_index(run: Run, target: SnapshotRecord) -> None:
         git.run(["read-tree", "--reset", target.head])
     else:
         git.run(["read-tree", "--empty"])
-    git.run(["update-index", "-q", "--refresh"], check=False)
 
 
 def _differences(

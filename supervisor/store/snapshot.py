@@ -230,7 +230,7 @@ class Snapshotter:
         # keep its stale entry. Left out means out of the tree too: an older version kept in
         # the private index would be given back by a rollback as if it were the file's content.
         self._update_index(to_update, skipped, remove=[*gone, *(s.path for s in skipped)])
-        self.raw.keep_raw_bytes(to_update)
+        self.raw.keep_raw_bytes(self.raw.converting(to_update))
         return self._finish(memo, changed, gone, untracked, skipped, churn.state)
 
     def _listing(self, paths: list[str] | None) -> tuple[list[str], list[str]]:
