@@ -41,15 +41,26 @@ def churning(
     candidates: list[str],
     *,
     min_size: int = CHURN_MIN_SIZE,
+    stats: dict[str, os.stat_result | None] | None = None,
 ) -> Churn:
     """Apply the churn rule to the files a snapshot found changed or untracked (``candidates``)
-    and those it watched last time (``before``, the previous :attr:`Churn.state`)."""
+    and those it watched last time (``before``, the previous :attr:`Churn.state`).
+
+    ``stats``: ``lstat`` results the caller already has (None: the path is gone), so that a
+    snapshot of thousands of changed files asks the file system once per file, not twice.
+    """
+    known = stats or {}
     big: list[tuple[str, int, int]] = []
     for path in dict.fromkeys([*before, *candidates]):
-        try:
-            st = os.lstat(workspace.root / path)
-        except OSError:
-            continue
+        if path in known:
+            st = known[path]
+            if st is None:
+                continue
+        else:
+            try:
+                st = os.lstat(workspace.root / path)
+            except OSError:
+                continue
         if stat.S_ISREG(st.st_mode) and st.st_size >= min_size:
             big.append((path, st.st_size, st.st_mtime_ns))
     if not big:

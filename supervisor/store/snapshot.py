@@ -278,11 +278,13 @@ class Snapshotter:
         """The paths to (re)hash and the ones left out (size cap, nested repository, churn)."""
         to_update: list[str] = []
         skipped: list[SkippedFile] = []
+        stats = {p: _lstat(self.workspace.root / p) for p in [*changed, *untracked]}
         churn = churning(
             self.workspace,
             (memo or {}).get("churn") or {},
             [*changed, *untracked],
             min_size=self.churn_min_size,
+            stats=stats,
         )
         for path in [*changed, *untracked]:
             if path.endswith("/"):
@@ -295,7 +297,7 @@ class Snapshotter:
                 else:
                     to_update.append(nested)
                 continue
-            too_big = self._too_big(path)
+            too_big = self._too_big(path, stats[path])
             if too_big is not None:
                 skipped.append(too_big)
             else:
@@ -400,10 +402,8 @@ class Snapshotter:
             return []
         return [f":(exclude,top,literal){rel.as_posix()}"]
 
-    def _too_big(self, path: str) -> SkippedFile | None:
-        try:
-            st = os.lstat(self.workspace.root / path)
-        except OSError:
+    def _too_big(self, path: str, st: os.stat_result | None) -> SkippedFile | None:
+        if st is None:
             return None  # vanished: update-index --remove records the deletion
         if stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_size:
             return SkippedFile(
@@ -485,6 +485,14 @@ class Snapshotter:
             if entry.startswith(b"160000 "):
                 links.append(entry.split(b"\t", 1)[1].decode(errors="surrogateescape"))
         return links
+
+
+def _lstat(path: os.PathLike[str]) -> os.stat_result | None:
+    """``lstat`` of ``path``, or None when it cannot be read (vanished, a folder gone)."""
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
 
 
 def _literal(paths: Iterable[str]) -> list[str]:
