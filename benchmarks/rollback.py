@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -128,19 +129,33 @@ class Damage:
         return len(self.edited) + len(self.deleted) + len(self.new)
 
 
-def paella_rollback(root: Path, target: SnapshotRecord) -> tuple[float, int, str, int]:
-    """Seconds, git processes, the salvage tree, paths changed."""
+def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    """CPU seconds (user + system) used so far by this process (``RUSAGE_SELF``) or by its
+    waited-for children (``RUSAGE_CHILDREN``): steadier than wall time on a loaded machine."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def all_cpu() -> float:
+    """CPU seconds of this process and its waited-for children (paella's git processes)."""
+    return cpu_seconds() + cpu_seconds(resource.RUSAGE_CHILDREN)
+
+
+def paella_rollback(root: Path, target: SnapshotRecord) -> tuple[float, int, str, int, float]:
+    """Seconds, git processes, the salvage tree, paths changed, CPU seconds (with git's)."""
     counter = [0]
+    cpu = all_cpu()
     started = time.perf_counter()
     with counting_git(counter):
         workspace = Workspace.find(root)
         run = RunStore(workspace).current_or_manual("benchmark rollback")
         result = rollback(run, target, snapshotter=Snapshotter(workspace))
-    return time.perf_counter() - started, counter[0], result.salvage.tree, result.changed
+    elapsed = time.perf_counter() - started
+    return elapsed, counter[0], result.salvage.tree, result.changed, all_cpu() - cpu
 
 
 BEFORE_WORKER = """
-import sys, time
+import resource, sys, time
 from pathlib import Path
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store import checkpoints
@@ -154,18 +169,24 @@ if sys.argv[2] == "mirror":
     problem = Mirror.for_workspace(Workspace.find(root)).ensure()
     sys.exit(1 if problem else 0)
 target = checkpoints.find(RunStore(Workspace.find(root)).current(), sys.argv[2])
+def cpu():
+    return sum(
+        u.ru_utime + u.ru_stime
+        for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    )
+used = cpu()
 started = time.perf_counter()
 workspace = Workspace.find(root)
 run = RunStore(workspace).current_or_manual("benchmark rollback")
 result = rollback(run, target, snapshotter=Snapshotter(workspace))
-print(time.perf_counter() - started, result.salvage.tree, result.changed)
+print(time.perf_counter() - started, result.salvage.tree, result.changed, cpu() - used)
 """
 """The same rollback with another checkout's code (``--before``): timed inside the process, from
 the same point as :func:`paella_rollback`, so Python's start and imports are left out of both."""
 
 
-def before_rollback(root: Path, target: SnapshotRecord, before: Path) -> tuple[float, str]:
-    """Seconds and the salvage tree of the ``--before`` checkout's rollback (its own mirror)."""
+def before_rollback(root: Path, target: SnapshotRecord, before: Path) -> tuple[float, float]:
+    """Seconds and CPU seconds of the ``--before`` checkout's rollback (its own mirror)."""
     env = {
         **os.environ,
         "PYTHONPATH": str(before),
@@ -180,8 +201,8 @@ def before_rollback(root: Path, target: SnapshotRecord, before: Path) -> tuple[f
     )
     if proc.returncode != 0:
         raise SystemExit(f"the --before rollback failed: {proc.stderr[-2000:]}")
-    seconds, tree, _ = proc.stdout.split()
-    return float(seconds), tree
+    seconds, _tree, _changed, cpu = proc.stdout.split()
+    return float(seconds), float(cpu)
 
 
 def before_rollback_mirror(root: Path, before: Path) -> None:
@@ -194,12 +215,13 @@ def before_rollback_mirror(root: Path, before: Path) -> None:
     subprocess.run([sys.executable, "-c", BEFORE_WORKER, str(root), "mirror"], env=env, check=True)
 
 
-def cli_rollback(root: Path, target: SnapshotRecord) -> float:
-    """Seconds of one whole ``paella rollback N --yes`` process."""
+def cli_rollback(root: Path, target: SnapshotRecord) -> tuple[float, float]:
+    """Seconds and CPU seconds (with its git children's) of one ``paella rollback N --yes``."""
     env = clean_env()
     # As installed, python finds compiled bytecode; kept in the benchmark repository's .git.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(root / ".git" / "bench-pycache")
+    cpu = cpu_seconds(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(
         [*find_paella(), "rollback", target.name, "--yes"],
@@ -211,31 +233,33 @@ def cli_rollback(root: Path, target: SnapshotRecord) -> float:
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"paella rollback failed ({proc.returncode}): {proc.stderr.decode()}")
-    return elapsed
+    return elapsed, cpu_seconds(resource.RUSAGE_CHILDREN) - cpu
 
 
-def git_salvage(root: Path, index: Path) -> tuple[float, str]:
-    """Seconds and tree of the salvage done as simply as git allows: a copy of the user's index,
+def git_salvage(root: Path, index: Path) -> tuple[float, str, float]:
+    """Seconds, tree and CPU seconds of the salvage done as simply as git allows: a copy of the user's index,
     ``git add -A`` (hashing and writing the changed files), ``git write-tree``."""
     env = {**clean_env(), "GIT_INDEX_FILE": str(index)}
+    cpu = all_cpu()
     started = time.perf_counter()
     shutil.copyfile(root / ".git" / "index", index)
     git(root, "add", "-A", env=env)
     tree = git_out(root, "write-tree", env=env).strip()
-    return time.perf_counter() - started, tree
+    return time.perf_counter() - started, tree, all_cpu() - cpu
 
 
-def git_read_tree(root: Path, from_tree: str, to_tree: str, index: Path) -> float:
-    """Seconds of ``git read-tree -u --reset to_tree`` from an index of ``from_tree`` (refreshed)."""
+def git_read_tree(root: Path, from_tree: str, to_tree: str, index: Path) -> tuple[float, float]:
+    """Seconds and CPU seconds of ``git read-tree -u --reset to_tree`` from an index of ``from_tree`` (refreshed)."""
     env = {**clean_env(), "GIT_INDEX_FILE": str(index)}
     git(root, "read-tree", from_tree, env=env)
     git(root, "update-index", "-q", "--refresh", env=env, check=False)
     dirty = git(root, "diff-files", "--quiet", env=env, check=False).returncode
     if dirty:
         raise SystemExit("the damage did not reproduce the salvage tree: the measure is not fair")
+    cpu = cpu_seconds(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     git(root, "read-tree", "-u", "--reset", to_tree, env=env)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, cpu_seconds(resource.RUSAGE_CHILDREN) - cpu
 
 
 def scenario(
@@ -247,24 +271,33 @@ def scenario(
     read_tree: list[float] = []
     whole: list[float] = []
     floor: list[float] = []
+    cpu: dict[str, list[float]] = {"paella": [], "whole": [], "before": [], "git": [], "floor": []}
     processes: list[int] = []
     changed = 0
     with tempfile.TemporaryDirectory(prefix="paella-rb-index-") as tmp:
         index = Path(tmp) / "index"
         for round_ in range(1, repeat + 1):
             damage.apply(round_, 0)
-            seconds, count, _salvage_tree, changed = paella_rollback(root, target)
+            seconds, count, _salvage_tree, changed, used = paella_rollback(root, target)
             paella.append(seconds)
+            cpu["paella"].append(used)
             processes.append(count)
             if before is not None:
                 damage.apply(round_, 1)
-                earlier.append(before_rollback(root, target, before)[0])
+                seconds, used = before_rollback(root, target, before)
+                earlier.append(seconds)
+                cpu["before"].append(used)
             damage.apply(round_, 2)
-            whole.append(cli_rollback(root, target))
+            seconds, used = cli_rollback(root, target)
+            whole.append(seconds)
+            cpu["whole"].append(used)
             damage.apply(round_, 3)
-            salvaged, salvage_tree = git_salvage(root, Path(tmp) / "salvage-index")
-            read_tree.append(git_read_tree(root, salvage_tree, target.tree, index))
-            floor.append(salvaged + read_tree[-1])
+            salvaged, salvage_tree, salvage_cpu = git_salvage(root, Path(tmp) / "salvage-index")
+            seconds, used = git_read_tree(root, salvage_tree, target.tree, index)
+            read_tree.append(seconds)
+            floor.append(salvaged + seconds)
+            cpu["git"].append(used)
+            cpu["floor"].append(salvage_cpu + used)
             log(
                 f"  round {round_}: paella {ms(seconds)} ({count} git), "
                 + f"CLI {ms(whole[-1])}, "
@@ -276,23 +309,25 @@ def scenario(
     rows = [
         f"### {damage.paths:,} paths restored ({changed:,} changed), {repeat} rounds",
         "",
-        "| measure | median | p90 | × read-tree | × git floor | git processes |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| measure | median | p90 | × read-tree | × git floor | git processes | CPU (with git's) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
         f"| `git read-tree -u --reset` (same trees) | {ms(base)} | {ms(p90(read_tree))} | 1.00 | "
-        f"{base / least:.2f} | 1 |",
+        f"{base / least:.2f} | 1 | {ms(median(cpu['git']))} |",
         f"| paella rollback (Python API) | {ms(median(paella))} | {ms(p90(paella))} | "
-        f"{median(paella) / base:.2f} | {median(paella) / least:.2f} | {median(processes):g} |",
+        f"{median(paella) / base:.2f} | {median(paella) / least:.2f} | {median(processes):g} | "
+        f"{ms(median(cpu['paella']))} |",
         f"| `paella rollback N --yes` (whole process) | {ms(median(whole))} | {ms(p90(whole))} | "
-        f"{median(whole) / base:.2f} | {median(whole) / least:.2f} | |",
+        f"{median(whole) / base:.2f} | {median(whole) / least:.2f} | | {ms(median(cpu['whole']))} |",
     ]
     if earlier:
         rows.append(
             f"| paella rollback, `--before` (Python API) | {ms(median(earlier))} | "
-            f"{ms(p90(earlier))} | {median(earlier) / base:.2f} | {median(earlier) / least:.2f} | |"
+            f"{ms(p90(earlier))} | {median(earlier) / base:.2f} | {median(earlier) / least:.2f} | | "
+            f"{ms(median(cpu['before']))} |"
         )
     rows.append(
         f"| git floor: salvage (`add -A`, `write-tree`) + `read-tree -u --reset` | {ms(least)} | "
-        f"{ms(p90(floor))} | {least / base:.2f} | 1.00 | 4 |"
+        f"{ms(p90(floor))} | {least / base:.2f} | 1.00 | 4 | {ms(median(cpu['floor']))} |"
     )
     return [*rows, ""]
 
