@@ -123,7 +123,7 @@ def test_a_wrong_byte_written_fails_the_verification(
         return written
 
     monkeypatch.setattr(rollback, "apply_changes", write_then_spoil)
-    with pytest.raises(rollback.RollbackError, match="ROLLBACK NOT VERIFIED.*a.txt"):
+    with pytest.raises(rollback.RollbackError, match=r"ROLLBACK NOT VERIFIED.*a\.txt"):
         rollback.rollback(run, target, snapshotter=snapshotter)
 
 
