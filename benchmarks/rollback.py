@@ -299,7 +299,7 @@ def scenario(
             cpu["git"].append(used)
             cpu["floor"].append(salvage_cpu + used)
             log(
-                f"  round {round_}: paella {ms(seconds)} ({count} git), "
+                f"  round {round_}: paella {ms(paella[-1])} ({count} git), "
                 + f"CLI {ms(whole[-1])}, "
                 + (f"before {ms(earlier[-1])}, " if earlier else "")
                 + f"git {ms(read_tree[-1])} (+ salvage {ms(floor[-1] - read_tree[-1])})"
