@@ -16,23 +16,20 @@ from pathlib import Path
 import pytest
 
 # What every command that opens the workspace and its newest run needs. ``snapshot`` comes with
-# ``checkpoints`` (snapshot records), ``rollback`` with the warning about an interrupted one, and
-# ``byproducts`` (with ``globs``) with the files a snapshot leaves out; the snapshot's raw-bytes
+# ``checkpoints`` (snapshot records), and ``byproducts`` (with ``globs``, whose matcher, pathspec,
+# loads at the first match) with the files a snapshot leaves out; the snapshot's raw-bytes
 # hashing (``raw_blobs``), churn rule, owned lock and record of the watcher's changed paths
-# (``change_feed``), its private index's seed and memo (``private_index``), and the rollback's raw restore; the
-# integrity checks every command makes on the state it opens (``integrity`` with ``mirror``, its
-# ledger copy in parts ``mirror_ledger`` and its plumbing writer ``mirror_local``,
-# ``ledger_schema`` for each record, ``run_lock`` to name the supervisor; ``frozen_contract``, the
-# contract a run is held to, which ``runs`` loads without importing ``integrity``; ``left_locks``,
-# with which a rollback clears a lock its killed predecessor's git child left). Loading the
-# contract takes its reader in parts (``loader``, ``validation``, ``sections``, ``toml_lines``,
-# ``problems``, ``command_line``) and the profiles' command table (``agent.profiles.commands``,
-# plain strings, in a package that holds only a docstring): a contract naming a ``profile`` is read
-# with it, but the profiles' stream decoders (``agent.profiles.registry``) stay unloaded.
-# The run's state is the fold of its ledger, kept beside it (``state`` and its
-# ``state_handlers``, ``state_store``, ``state_codec``; records become ``events`` and
-# ``ledger_events``; the snapshot records it holds are ``snapshot_record``'s, plain data): a
-# command reads it instead of the whole ledger.
+# (``change_feed``), its private index's seed and memo (``private_index``); the integrity checks
+# every command makes on the state it opens (``integrity`` with ``mirror``, its ledger copy in
+# parts ``mirror_ledger`` and its plumbing writer ``mirror_local``, ``ledger_schema`` for each
+# record, ``run_lock`` to name the supervisor; ``frozen_contract``, the contract a run is held
+# to, which ``runs`` loads without importing ``integrity``). The run's state is the fold of its
+# ledger, kept beside it (``state`` and its ``state_handlers``, ``state_store``, ``state_codec``;
+# records become ``events`` and ``ledger_events``; the snapshot records it holds are
+# ``snapshot_record``'s, plain data): a command reads it instead of the whole ledger.
+# Not here (issue 17, start-up): the contract's reader (below, only for a run that has a
+# contract), the rollback and its raw restore (only when the state says one was interrupted),
+# and psutil (only where a recorded pid is asked about).
 CORE = {
     "paella_tui",
     "paella_tui.cli",
@@ -45,20 +42,9 @@ CORE = {
     "paella_tui.supervisor.store.checkpoints",
     "paella_tui.supervisor.store.snapshot_record",
     "paella_tui.supervisor.store.churn",
-    "paella_tui.supervisor.contract.command_line",
-    "paella_tui.supervisor.contract.loader",
-    "paella_tui.supervisor.contract.model",
-    "paella_tui.supervisor.contract.problems",
-    "paella_tui.supervisor.contract.sections",
-    "paella_tui.supervisor.contract.toml_lines",
-    "paella_tui.supervisor.contract.validation",
-    "paella_tui.supervisor.agent.profiles",
-    "paella_tui.supervisor.agent.profiles.commands",
-    "paella_tui.supervisor.base.durations",
     "paella_tui.supervisor.base.errors",
     "paella_tui.supervisor.base.files",
     "paella_tui.supervisor.store.gitcli",
-    "paella_tui.supervisor.store.left_locks",
     "paella_tui.supervisor.base.globs",
     "paella_tui.supervisor.run.integrity",
     "paella_tui.supervisor.run.frozen_contract",
@@ -69,8 +55,6 @@ CORE = {
     "paella_tui.supervisor.store.mirror_local",
     "paella_tui.supervisor.base.owned_lock",
     "paella_tui.supervisor.store.raw_blobs",
-    "paella_tui.supervisor.store.raw_restore",
-    "paella_tui.supervisor.store.rollback",
     "paella_tui.supervisor.run.run_lock",
     "paella_tui.supervisor.run.run_view",
     "paella_tui.supervisor.run.runs",
@@ -85,6 +69,23 @@ CORE = {
     "paella_tui.supervisor.agent.usage",
     "paella_tui.supervisor.base.counts",
     "paella_tui.supervisor.store.workspace",
+}
+# A run with a frozen contract reads it (its size cap, its byproducts): the contract's reader in
+# parts (``loader``, ``validation``, ``sections``, ``toml_lines``, ``problems``,
+# ``command_line``) and the profiles' command table (``agent.profiles.commands``, plain
+# strings, in a package that holds only a docstring): a contract naming a ``profile`` is read
+# with it, but the profiles' stream decoders (``agent.profiles.registry``) stay unloaded.
+CONTRACT_READER = {
+    "paella_tui.supervisor.contract.command_line",
+    "paella_tui.supervisor.contract.loader",
+    "paella_tui.supervisor.contract.model",
+    "paella_tui.supervisor.contract.problems",
+    "paella_tui.supervisor.contract.sections",
+    "paella_tui.supervisor.contract.toml_lines",
+    "paella_tui.supervisor.contract.validation",
+    "paella_tui.supervisor.agent.profiles",
+    "paella_tui.supervisor.agent.profiles.commands",
+    "paella_tui.supervisor.base.durations",
 }
 # ``schemas`` holds the version the --json outputs carry (a constant; its schemas load lazily).
 STATUS = CORE | {
@@ -108,8 +109,10 @@ ALLOWED = {
     ("status", "--tmux"): TMUX,
     ("status",): STATUS,
     ("status", "--json"): STATUS,
-    # The log says each record as the headless printer says its event (one describe).
-    ("log",): STATUS | {"paella_tui.ledger_text", "paella_tui.event_text"},
+    # The log says each record as the headless printer says its event (one describe), with
+    # its durations.
+    ("log",): STATUS
+    | {"paella_tui.ledger_text", "paella_tui.event_text", "paella_tui.supervisor.base.durations"},
     ("checkpoints",): SNAPSHOTS,
     ("checkpoint", "--label", "x"): SNAPSHOTS,
     # The parser is its own module (``cli_parser``), so ``cli`` stays the dispatch and its errors.
@@ -121,8 +124,16 @@ ROOMS = {
     f"paella_tui.supervisor.{room}"
     for room in ("base", "contract", "store", "agent", "watch", "judge", "run")
 }
-# Never for these commands: the TUI, the watcher, the supervising engine, GitPython.
-FORBIDDEN_TOP = {"textual", "rich", "watchfiles", "git", "asyncio", "tomli_w"}
+# Never for these commands: the TUI, the watcher, the supervising engine, GitPython, and the glob
+# matcher (git matches the snapshot's patterns itself).
+FORBIDDEN_TOP = {"textual", "rich", "watchfiles", "git", "asyncio", "tomli_w", "pathspec"}
+# Nor, for what only reads and writes the run's records and git: process inspection (psutil, for
+# a recorded pid's liveness, is for the status) and, in a run without a contract, a TOML reader.
+FORBIDDEN_MORE = {
+    ("checkpoints",): {"psutil"},
+    ("checkpoint", "--label", "x"): {"psutil"},
+}
+NO_CONTRACT_FORBIDDEN = {"tomllib"}
 
 PROBE = r"""
 import contextlib, io, json, sys
@@ -137,17 +148,20 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules), "out": out.getva
 """
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["contract", "manual"])
+def workspace(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace whose run has a frozen contract (``paella init`` first), or a manual run
+    opened by a checkpoint where there is no ``paella.toml``."""
     from conftest import make_repo
 
-    repo = make_repo(tmp_path_factory.mktemp("imports") / "repo")
-    subprocess.run(
-        [sys.executable, "-m", "paella_tui", "init", "--agent", "true", "--gate", "unit=true"],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
+    repo = make_repo(tmp_path_factory.mktemp(f"imports-{request.param}") / "repo")
+    if request.param == "contract":
+        subprocess.run(
+            [sys.executable, "-m", "paella_tui", "init", "--agent", "true", "--gate", "unit=true"],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+        )
     for command in (["checkpoint", "--label", "first"], ["status"]):
         subprocess.run(
             [sys.executable, "-m", "paella_tui", *command],
@@ -158,8 +172,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repo
 
 
+def _allowed(argv: tuple[str, ...], with_contract: bool) -> set[str]:
+    opens_run = argv not in (("--help",), ("status", "--tmux"))
+    return ALLOWED[argv] | (CONTRACT_READER if with_contract and opens_run else set())
+
+
 @pytest.mark.parametrize("argv", list(ALLOWED), ids=" ".join)
 def test_a_command_loads_only_what_it_uses(workspace: Path, argv: tuple[str, ...]) -> None:
+    with_contract = (workspace / "paella.toml").exists()
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, *argv],
         cwd=workspace,
@@ -171,5 +191,9 @@ def test_a_command_loads_only_what_it_uses(workspace: Path, argv: tuple[str, ...
     assert result["code"] in (0, None), result["out"]
     loaded = set(result["modules"])
     ours = {m for m in loaded if m.startswith("paella_tui")}
-    assert ours - ALLOWED[argv] - ROOMS == set(), f"{' '.join(argv)} loads more than it uses"
-    assert {m.split(".")[0] for m in loaded} & FORBIDDEN_TOP == set()
+    extra = ours - _allowed(argv, with_contract) - ROOMS
+    assert extra == set(), f"{' '.join(argv)} loads more than it uses"
+    forbidden = FORBIDDEN_TOP | FORBIDDEN_MORE.get(argv, set())
+    if not with_contract:
+        forbidden |= NO_CONTRACT_FORBIDDEN
+    assert {m.split(".")[0] for m in loaded} & forbidden == set()

@@ -6,18 +6,19 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from paella_tui.supervisor.base.errors import UsageError
-from paella_tui.supervisor.contract.loader import load_contract
-from paella_tui.supervisor.contract.model import CONTRACT_FILE, Contract
 from paella_tui.supervisor.judge.byproducts import snapshotter_for
 from paella_tui.supervisor.run.integrity import check_run
 from paella_tui.supervisor.run.run_lock import holder
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.run.state_store import StateStore
-from paella_tui.supervisor.store.rollback import interrupted_rollback
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
+
+if TYPE_CHECKING:
+    from paella_tui.supervisor.contract.model import Contract
 
 
 def warn(message: str) -> None:
@@ -53,6 +54,11 @@ class Context:
 
     def contract(self) -> Contract:
         """The live ``paella.toml`` of the workspace (exit 2 with every problem if it is broken)."""
+        # Imported here, as below: a command that never reads a contract (a checkpoint of a
+        # manual run) does not pay for the reader's start-up (issue 17).
+        from paella_tui.supervisor.contract.loader import load_contract
+        from paella_tui.supervisor.contract.model import CONTRACT_FILE
+
         return load_contract(
             self.workspace.root / CONTRACT_FILE, default_name=self.workspace.root.name
         )
@@ -85,12 +91,16 @@ class Context:
         findings = check_run(run, restore=restore or holder(self.workspace) is None)
         for finding in findings:
             warn(f"history: {finding}")
-        for line in StateStore(run.ledger.path).load().said:
+        folded = StateStore(run.ledger.path).load()
+        for line in folded.said:
             if "hash chain" not in line:  # said above, as history drift
                 warn(line)
-        pending = interrupted_rollback(run)
-        if pending is not None:
-            warn(pending.advice())
+        if folded.state.pending_rollback is not None:
+            from paella_tui.supervisor.store.rollback import interrupted_rollback
+
+            pending = interrupted_rollback(run)
+            if pending is not None:
+                warn(pending.advice())
 
     def snapshotter(self, run: Run | None) -> Snapshotter:
         """A snapshotter with the size cap of the run's frozen contract (or the default)."""

@@ -14,8 +14,6 @@ from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run, save_to_mirror
 from paella_tui.supervisor.store import checkpoints as ckpt
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
-from paella_tui.supervisor.store.left_locks import clear_left_locks
-from paella_tui.supervisor.store.rollback import rollback as do_rollback
 
 
 def _describe_snapshot_extras(record: SnapshotRecord) -> list[str]:
@@ -139,6 +137,10 @@ def _shortstat(run: Run, from_tree: str, to_tree: str) -> str:
 
 def rollback(args: argparse.Namespace) -> int:
     """Restore a checkpoint (default: the last green one), salvaging the current state first."""
+    # Here, not at the top: `paella checkpoint` shares this module and restores nothing.
+    from paella_tui.supervisor.store.left_locks import clear_left_locks
+    from paella_tui.supervisor.store.rollback import rollback as do_rollback
+
     ctx = Context.open()
     # A lock a killed paella's own git child left (HEAD.lock, index.lock) would fail the undo.
     for line in clear_left_locks(ctx.workspace):

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 
 def _expand(pattern: str) -> list[str]:
@@ -33,6 +35,10 @@ def _expand(pattern: str) -> list[str]:
 @lru_cache(maxsize=512)
 def compile_globs(patterns: tuple[str, ...]) -> GitIgnoreSpec:
     """The compiled matcher for ``patterns`` (cached: contracts reuse a few sets)."""
+    # Imported at the first match: the snapshot's modules import this one, and a checkpoint
+    # never matches a glob in Python (git reads the same patterns as --exclude).
+    from pathspec import GitIgnoreSpec
+
     lines = [line for pattern in patterns for line in _expand(pattern)]
     return GitIgnoreSpec.from_lines(lines)
 

@@ -12,12 +12,15 @@ ones (``target/`` for cargo, ``node_modules/`` for npm) are written into ``[watc
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from paella_tui.supervisor.base.globs import match_any
-from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.store.gitcli import Git
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
+
+if TYPE_CHECKING:
+    from paella_tui.supervisor.contract.model import Contract
 
 BYPRODUCTS: tuple[str, ...] = (
     "__pycache__/",

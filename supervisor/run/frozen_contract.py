@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paella_tui.supervisor.base.files import read_regular_file, write_atomic
-from paella_tui.supervisor.contract.model import MAX_CONTRACT_BYTES
 from paella_tui.supervisor.run.ledger import LedgerRead, utc_now
 from paella_tui.supervisor.store.mirror import CONTRACT_NAME, LEDGER_NAME, Mirror
 from paella_tui.supervisor.store.workspace import Workspace
@@ -74,6 +73,8 @@ def verified_contract(
                 write_atomic(path, mirrored)
                 findings[0] += ", restored"
         return FrozenContract(mirrored.decode("utf-8", errors="replace"), findings)
+    from paella_tui.supervisor.contract.model import MAX_CONTRACT_BYTES  # the rare path only
+
     live = workspace.root / "paella.toml"
     with contextlib.suppress(OSError, ValueError):
         text = read_regular_file(live, MAX_CONTRACT_BYTES)

@@ -7,18 +7,18 @@ same truth as the process running the agent.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from paella_tui.supervisor.agent.usage import Usage
 from paella_tui.supervisor.base.files import read_regular_file
-from paella_tui.supervisor.contract.model import MAX_CONTRACT_BYTES, Contract
 from paella_tui.supervisor.run.ledger import ChainBreak, ledger_iso
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.run.state import ContractSpec, Phase, RunState
 from paella_tui.supervisor.run.state_store import Folded, StateStore, snapshot_read
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
+
+if TYPE_CHECKING:
+    from paella_tui.supervisor.contract.model import Contract
 
 RUN_STATES = ("running", "retry-wait", "recovering", "stopped", "dead", "done")
 
@@ -27,6 +27,8 @@ def process_alive(pid: int | None, create_time: float | None) -> bool:
     """Whether ``pid`` still names the same live process (a reused pid is not mistaken for it)."""
     if not pid:
         return False
+    import psutil  # only when there is a pid to ask about (a checkpoint never does)
+
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
@@ -247,6 +249,8 @@ class RunView:
             live = self.run.workspace.root / "paella.toml"
             try:
                 import hashlib
+
+                from paella_tui.supervisor.contract.model import MAX_CONTRACT_BYTES
 
                 data = read_regular_file(live, MAX_CONTRACT_BYTES)
                 changed = hashlib.sha256(data).hexdigest() != contract_info.get("sha256")

@@ -68,7 +68,6 @@ class Run:
     def load_contract(self, read: LedgerRead | None = None) -> Contract | None:
         """The frozen contract, verified against its recorded sha256 (a changed copy gives way to
         the mirror's); None for a manual run, or when no trusted copy is left (see integrity)."""
-        from paella_tui.supervisor.contract.loader import parse_contract
         from paella_tui.supervisor.run.frozen_contract import verified_contract
 
         # The first record holds the contract's hash: reading the whole ledger here made every
@@ -77,6 +76,9 @@ class Run:
         text = verified_contract(self.workspace, self.run_id, self.contract_copy, read).text
         if text is None:
             return None
+        # The reader only when there is a contract: a manual run's checkpoint never parses one.
+        from paella_tui.supervisor.contract.loader import parse_contract
+
         return parse_contract(
             text, self.contract_copy, default_name=self.workspace.root.name, frozen=True
         )

@@ -20,12 +20,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-
-import psutil
 
 from paella_tui.supervisor.base.files import ensure_dir, write_atomic
 from paella_tui.supervisor.store.workspace import Workspace
@@ -40,6 +38,8 @@ def _folder(workspace: Workspace) -> Path:
 
 
 def _started(pid: int) -> float | None:
+    import psutil  # here: a checkpoint imports this module and never needs psutil
+
     try:
         return psutil.Process(pid).create_time()
     except psutil.Error:
@@ -59,7 +59,7 @@ def recorded_locks(workspace: Workspace, locks: Iterable[Path], what: str) -> It
         "what": what,
         "locks": [str(lock) for lock in locks],
     }
-    path = folder / f"{pid}-{uuid.uuid4().hex[:12]}.json"
+    path = folder / f"{pid}-{secrets.token_hex(6)}.json"
     write_atomic(path, json.dumps(record))
     try:
         yield
@@ -119,6 +119,8 @@ def _verdict(workspace: Workspace, lock: Path, *, since: float) -> str:
 def _in_use(workspace: Workspace, lock: Path) -> bool:
     """Whether a process has ``lock`` open, or a git process runs in this repository."""
     places = {str(workspace.root), str(workspace.git_dir), str(workspace.common_dir)}
+    import psutil
+
     target = str(lock)
     for proc in psutil.process_iter(["name", "cwd"]):
         with contextlib.suppress(psutil.Error):

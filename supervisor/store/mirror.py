@@ -247,6 +247,13 @@ class Mirror:
             ref = fetched
         elif not (self.local / "HEAD").is_file():
             return None
+        else:
+            store = self._store
+            loose = store.loose_commit(ref) if store is not None else None
+            if loose is not None:
+                # The usual case, and no git process: the tip as its files hold it.
+                copy = _TIPS[(self.url, run_id)] = StateCopy.parse(*loose)
+                return copy
         try:
             found = self._objects([ref])
         except (OSError, GitError):

@@ -152,6 +152,13 @@ class Workspace:
     def head(self) -> HeadState:
         """Read HEAD without changing anything."""
         git = self.git
+        # One process for both (a checkpoint's every git process is start-up it pays): the
+        # commit, then the branch as `symbolic-ref --short` names it ("HEAD" when detached).
+        proc = git.run(["rev-parse", "HEAD^{commit}", "--abbrev-ref", "HEAD"], check=False)
+        lines = proc.stdout.decode(errors="surrogateescape").splitlines()
+        if proc.returncode == 0 and len(lines) == 2 and lines[0] and lines[1]:
+            return HeadState(commit=lines[0], branch=None if lines[1] == "HEAD" else lines[1])
+        # No commit yet (an unborn branch): the branch alone, the long way.
         branch_proc = git.run(["symbolic-ref", "-q", "--short", "HEAD"], check=False)
         branch = branch_proc.stdout.decode(errors="surrogateescape").strip() or None
         return HeadState(commit=git.rev_parse("HEAD^{commit}"), branch=branch)

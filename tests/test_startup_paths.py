@@ -1,0 +1,166 @@
+"""The start-up short cuts of issue 17 (item 4) agree with the slow ways they replace.
+
+Each short cut saves a command a process or an import: HEAD's commit and branch in one git call,
+the mirror's state tip read from its ref and loose object files, a process's start time read
+from ``/proc`` instead of psutil. Each is checked here against what it replaced, on real
+repositories, a real mirror and real processes, including the cases where it must step aside.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import GitRunner
+
+from paella_tui.supervisor.base.owned_lock import process_start_time
+from paella_tui.supervisor.run.runs import RunStore, save_to_mirror
+from paella_tui.supervisor.store import mirror as mirror_module
+from paella_tui.supervisor.store.mirror import STATE_REF, Mirror
+from paella_tui.supervisor.store.workspace import HeadState, Workspace
+
+
+def _head_two_calls(ws: Workspace) -> HeadState:
+    """How HEAD was read before: ``symbolic-ref --short`` and ``rev-parse HEAD^{commit}``."""
+    proc = ws.git.run(["symbolic-ref", "-q", "--short", "HEAD"], check=False)
+    branch = proc.stdout.decode().strip() or None
+    return HeadState(commit=ws.git.rev_parse("HEAD^{commit}"), branch=branch)
+
+
+def _commit(git: GitRunner, repo: Path, message: str) -> None:
+    git(repo, "commit", "-q", "--allow-empty", "-m", message)
+
+
+# Each step moves HEAD somewhere; after each, the one-call read equals the two-call read.
+HEAD_STEPS = {
+    "unborn branch": lambda git, repo: None,
+    "a branch": lambda git, repo: _commit(git, repo, "first"),
+    "a branch with a slash": lambda git, repo: (
+        _commit(git, repo, "first"),
+        git(repo, "checkout", "-q", "-b", "feature/x-1"),
+    ),
+    # A tag of the branch's name: both ways say "heads/main", the unambiguous short name.
+    "a branch a tag shadows": lambda git, repo: (
+        _commit(git, repo, "first"),
+        git(repo, "tag", "main"),
+    ),
+    "detached HEAD": lambda git, repo: (
+        _commit(git, repo, "first"),
+        _commit(git, repo, "second"),
+        git(repo, "checkout", "-q", "--detach", "HEAD~1"),
+    ),
+    "an unborn orphan branch after commits": lambda git, repo: (
+        _commit(git, repo, "first"),
+        git(repo, "checkout", "-q", "--orphan", "fresh"),
+    ),
+}
+
+
+@pytest.mark.parametrize("step", list(HEAD_STEPS))
+def test_head_in_one_call_reads_what_two_calls_read(
+    tmp_path: Path, git: GitRunner, step: str
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    HEAD_STEPS[step](git, repo)
+    ws = Workspace.find(repo)
+    assert ws.head() == _head_two_calls(ws)
+
+
+@pytest.fixture
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    return home
+
+
+def _tip_by_git(mirror: Mirror, run_id: str) -> object:
+    """The state tip as ``cat-file --batch`` gives it (the only way before)."""
+    found = mirror._objects([f"{STATE_REF}/{run_id}"])
+    assert found and found[0] is not None
+    oid, _, data = found[0]
+    return mirror_module.StateCopy.parse(oid, data)
+
+
+def test_the_mirror_state_tip_read_from_files_equals_gits_and_steps_aside_when_packed(
+    repo: Path, git: GitRunner, state_home: Path
+) -> None:
+    ws = Workspace.find(repo)
+    run = RunStore(ws).create(None, manual=True)
+    for n in range(3):
+        run.ledger.append("notice", text=f"record {n}")
+        assert save_to_mirror(run) is None
+        mirror = Mirror.for_workspace(ws)
+        mirror_module._TIPS.clear()  # a fresh command: nothing remembered
+        assert mirror.state(run.run_id) == _tip_by_git(mirror, run.run_id)
+    assert mirror.local is not None
+    store = mirror._store
+    assert store is not None
+    ref = f"{STATE_REF}/{run.run_id}"
+    assert store.loose_commit(ref) is not None
+    # Packed refs and objects (a gc in the mirror): no files to read, git answers.
+    git(mirror.local, "--git-dir", str(mirror.local), "gc", "-q", "--prune=now")
+    assert store.loose_commit(ref) is None
+    mirror_module._TIPS.clear()
+    assert mirror.state(run.run_id) == _tip_by_git(mirror, run.run_id)
+
+
+def test_a_damaged_loose_tip_is_never_believed(
+    repo: Path, git: GitRunner, state_home: Path
+) -> None:
+    ws = Workspace.find(repo)
+    run = RunStore(ws).create(None, manual=True)
+    run.ledger.append("notice", text="one")
+    assert save_to_mirror(run) is None
+    mirror = Mirror.for_workspace(ws)
+    store = mirror._store
+    assert store is not None and mirror.local is not None
+    ref = f"{STATE_REF}/{run.run_id}"
+    oid = (mirror.local / ref).read_text().strip()
+    path = mirror.local / "objects" / oid[:2] / oid[2:]
+    raw = zlib.decompress(path.read_bytes())
+    os.chmod(path, 0o644)
+    # Same length, other bytes: a file whose content no longer hashes to its name.
+    path.write_bytes(zlib.compress(raw.replace(b"paella", b"PAELLA", 1)))
+    assert store.loose_commit(ref) is None
+    # A ref file that names no object id.
+    (mirror.local / ref).write_text("not an object id\n")
+    assert store.loose_commit(ref) is None
+
+
+def _processes(folder: Path) -> list[subprocess.Popen[bytes]]:
+    """Children with awkward names (spaces, parentheses: the command name field of
+    ``/proc/<pid>/stat`` is the executable's name, in parentheses)."""
+    started = []
+    for name in ("plain", "with space", "paren) (x", ")) ("):
+        link = folder / name
+        link.symlink_to(os.path.realpath(sys.executable))
+        started.append(subprocess.Popen([str(link), "-c", "import time; time.sleep(30)"]))
+    return started
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc, as on Linux")
+def test_a_process_start_time_is_psutils_without_psutil(tmp_path: Path) -> None:
+    children = _processes(tmp_path)
+    try:
+        pids = [os.getpid(), os.getppid(), 1, *(c.pid for c in children)]
+        # The awkward names are really in the field parsed around.
+        stats = b"".join(Path(f"/proc/{c.pid}/stat").read_bytes() for c in children)
+        assert b"(paren) (x)" in stats and b"()) ()" in stats
+        for pid in pids:
+            assert process_start_time(pid) == round(psutil.Process(pid).create_time(), 2), pid
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+    # Pids that can never name a process.
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    assert process_start_time(pid_max + 1) is None
+    assert process_start_time(0) is None
+    assert process_start_time(-5) is None
