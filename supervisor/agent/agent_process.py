@@ -40,6 +40,7 @@ from paella_tui.supervisor.agent.process_tree import (
     ProcessTree,
     become_subreaper,
 )
+from paella_tui.supervisor.base.pace import Pace
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,11 @@ DEFAULT_STOP_GRACE_S = 10.0
 LEFTOVER_GRACE_S = 2.0
 EXIT_TAIL_LINES = 100
 TREE_REFRESH_S = 0.5
+TREE_REFRESH_QUIET_S = 4.0
+"""The tree's refresh backs off to this while the agent is quiet (issue 17: idle cost); new
+members are still found then, by the next refresh, the stats sample or the subreaper."""
+QUIET_AFTER_S = 5.0
+"""No output and nothing changed for this long: the agent is quiet."""
 MARKER_ENV = "PAELLA_AGENT_TOKEN"
 """Environment variable carrying a per-launch token, so orphaned descendants are found."""
 
@@ -119,6 +125,8 @@ class AgentProcess:
         self._result: asyncio.Future[ExitInfo] = self._loop.create_future()
         self._log_failed = False
         self._pidfd: int | None = None
+        self.pace = Pace(TREE_REFRESH_S, TREE_REFRESH_QUIET_S, quiet_after=QUIET_AFTER_S)
+        """How often the tree is searched for new members: stirred by output and by the run."""
 
         self._loop.add_reader(self._fd, self._on_readable)
         self._watch_exit()
@@ -282,6 +290,7 @@ class AgentProcess:
 
     def _consume(self, data: bytes) -> None:
         self._read_bytes += len(data)
+        self.pace.stir()
         self._write_log(data)
         self._tail.feed(data)
         if self._on_output is not None:
@@ -412,7 +421,7 @@ class AgentProcess:
     async def _refresh_tree(self) -> None:
         """Look for new descendants now and then, so short-lived parents do not hide them."""
         while True:
-            await asyncio.sleep(TREE_REFRESH_S)
+            await self.pace.sleep()
             if time.monotonic() - self._tree.last_refresh < TREE_REFRESH_S / 2:
                 continue  # stats() just did it
             try:

@@ -50,8 +50,11 @@ def ensure_dir(path: Path) -> Path:
     return path
 
 
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Replace ``path`` with ``data`` so that a reader sees the old or the new file, never half of one."""
+def write_atomic(path: Path, data: bytes | str, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that a reader sees the old or the new file, never half of one.
+
+    ``durable=False`` skips the two fsyncs, for a cache that is checked on every read and
+    rebuilt when it is missing, stale or torn (a crash may leave the old file, or none)."""
     if isinstance(data, str):
         data = data.encode()
     ensure_dir(path.parent)
@@ -61,13 +64,15 @@ def write_atomic(path: Path, data: bytes | str) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -12,12 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from paella_tui.supervisor.agent.agent_launch import AgentStartError
-from paella_tui.supervisor.agent.agent_process import AgentProcess, ExitInfo
+from paella_tui.supervisor.agent.agent_process import QUIET_AFTER_S, AgentProcess, ExitInfo
 from paella_tui.supervisor.agent.attempt_command import AttemptInputs, attempt_command
 from paella_tui.supervisor.agent.decoded_tail import DecodedTail
 from paella_tui.supervisor.agent.failure_words import Permanent
 from paella_tui.supervisor.agent.output_tail import OutputSink, OutputTail
 from paella_tui.supervisor.agent.profiles.registry import get_profile
+from paella_tui.supervisor.base.pace import Pace
 from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.run.attempt_end import attempt_marker, exited_event
 from paella_tui.supervisor.run.events import (
@@ -31,6 +32,13 @@ from paella_tui.supervisor.run.events import (
 )
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
+
+STATS_EVERY_S = 1.0
+"""The agent's CPU and memory are sampled this often while it is busy..."""
+STATS_QUIET_S = 4.0
+"""...and this seldom, at most, while it is quiet (issue 17: an idle TUI's cost)."""
+BUSY_CPU_PERCENT = 5.0
+"""A sample at or above this much CPU counts as busy, though the agent says nothing."""
 
 
 class AttemptRunner:
@@ -62,6 +70,9 @@ class AttemptRunner:
         """When the agent last did something (output, a file changed): the stall check's clock."""
         self.user_stopped = False
         """The person stopped this attempt (``s``)."""
+        self.pace = Pace(STATS_EVERY_S, STATS_QUIET_S, quiet_after=QUIET_AFTER_S)
+        """When the run loop samples the agent next: output, a changed file or a busy CPU
+        keep it at every second, and a long wait ends at the first of them."""
         self._decoded: DecodedTail | None = None
         self._used_session = False
         self._fresh_next = False
@@ -81,6 +92,18 @@ class AttemptRunner:
     def touched(self) -> None:
         """Something happened in the work tree: the agent is not stalled."""
         self.last_activity = time.monotonic()
+        self._stir()
+
+    def _stir(self) -> None:
+        """The agent did something: sample it, and look for its processes, at the base pace."""
+        self.pace.stir()
+        if self.agent is not None:
+            self.agent.pace.stir()
+
+    def sampled(self, stats: AgentStats) -> None:
+        """A sample was taken (on the loop's thread): a busy CPU keeps the pace up."""
+        if stats.cpu_percent >= BUSY_CPU_PERCENT:
+            self._stir()
 
     async def start(
         self, *, resume: bool, handoff_path: Path | None, episode: int
@@ -133,6 +156,7 @@ class AttemptRunner:
             return str(err)
         self.agent = agent
         self.last_activity = time.monotonic()
+        self._stir()
         self.emit(
             AgentStarted(
                 attempt=self.attempt,
@@ -147,6 +171,7 @@ class AttemptRunner:
 
     def _on_output(self, _data: bytes) -> None:
         self.last_activity = time.monotonic()
+        self.pace.stir()  # the agent's own tree pace is stirred by its reader
         decoded = self._decoded
         if decoded is not None:
             # Recorded the moment it is seen: a paella killed mid-attempt still resumes it.

@@ -60,7 +60,6 @@ EXIT_CANNOT_START = 2
 LoopState = Literal[
     "starting", "running", "evaluating", "retry-wait", "recovering", "done", "stopped"
 ]
-STATS_EVERY_S = 1.0
 STATS_PERSIST_EVERY_S = 15.0
 WATCH_READY_S = 10.0
 """How long the first attempt waits for the workspace watches to be set up, at most."""
@@ -374,10 +373,12 @@ class LoopParts:
     async def _tick(self) -> None:
         last_persist = 0.0
         while True:
-            await asyncio.sleep(STATS_EVERY_S)
+            # Every second while the agent is busy, up to every few seconds while it is quiet.
+            await self.attempts.pace.sleep()
             event = await asyncio.to_thread(self.attempts.stats)
             if event is None:
                 continue
+            self.attempts.sampled(event)
             self._consumer(event, self._live.state)
             if time.monotonic() - last_persist >= STATS_PERSIST_EVERY_S:
                 last_persist = time.monotonic()

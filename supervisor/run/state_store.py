@@ -210,7 +210,9 @@ class StateStore:
         }
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         with contextlib.suppress(OSError):
-            write_atomic(self.path, data)
+            # No fsync: the file is checked against the ledger at every read (the ledger's
+            # records are durable), and whatever a crash leaves of it is caught up or rebuilt.
+            write_atomic(self.path, data, durable=False)
 
     def _read_kept(self) -> Folded | None:
         try:
