@@ -973,16 +973,21 @@ class IdleResult:
 
 
 def sample_idle(
-    kids: dict[str, TerminalChild], agents: list[psutil.Process], window: float
+    kids: dict[str, TerminalChild],
+    agents: list[psutil.Process],
+    window: float,
+    other_agents: dict[str, list[psutil.Process]] | None = None,
 ) -> dict[str, IdleResult]:
-    """Sample every child at the same time for ``window`` seconds (a sample a second)."""
+    """Sample every child at the same time for ``window`` seconds (a sample a second);
+    ``agents`` are paella's agent tree, ``other_agents`` another child's."""
+    trees = {"paella": agents, **(other_agents or {})}
     ps = {name: psutil.Process(kid.proc.pid) for name, kid in kids.items()}
     start_cpu = {n: process_cpu(p) for n, p in ps.items()}
     start_children = {n: children_cpu(p) for n, p in ps.items()}
     start_ticks = {n: thread_ticks(p.pid) for n, p in ps.items()}
     start_sched = {n: thread_schedstat(p.pid) for n, p in ps.items()}
     start_bytes = {n: kid.received for n, kid in kids.items()}
-    start_agent = tree_cpu(agents)
+    start_agent = {n: tree_cpu(t) for n, t in trees.items()}
     start_wall = last_wall = time.monotonic()
     last_sched = {n: sum(t.values()) for n, t in start_sched.items()}
     last_bytes = dict(start_bytes)
@@ -1002,7 +1007,7 @@ def sample_idle(
             rss[name].append(p.memory_info().rss)
         last_wall = wall
     end_cpu = {n: process_cpu(p) for n, p in ps.items()}
-    end_agent = tree_cpu(agents)
+    end_agent = {n: tree_cpu(t) for n, t in trees.items()}
     elapsed = time.monotonic() - start_wall
     results: dict[str, IdleResult] = {}
     for name, p in ps.items():
@@ -1032,7 +1037,7 @@ def sample_idle(
             threads=sorted(threads, key=lambda t: (-t.stat, -t.schedstat)),
             gone_threads=max(0.0, total - sum(t.stat for t in threads)),
             children_cpu=children_cpu(p) - start_children[name],
-            agent_cpu=end_agent - start_agent if name == "paella" else None,
+            agent_cpu=end_agent[name] - start_agent[name] if name in trees else None,
         )
     return results
 
@@ -1097,7 +1102,7 @@ def stop_paella(kid: TerminalChild, agents: list[psutil.Process], root: Path) ->
         p
         for p in psutil.process_iter(["cmdline", "cwd"])
         if p.info["cmdline"] == IDLE_AGENT
-        and str(p.info["cwd"] or "").startswith(str(root))
+        and f"{p.info['cwd'] or ''}/".startswith(f"{root}/")
         and p not in alive
     ]
     for stray in [*alive, *strays]:
@@ -1122,11 +1127,15 @@ def stop_floor(kid: TerminalChild) -> None:
             proc.wait(10)
 
 
-def measure_idle(root: Path, warmup: float, window: float) -> tuple[dict[str, IdleResult], str]:
+def measure_idle(
+    root: Path, warmup: float, window: float, before: Path | None = None
+) -> tuple[dict[str, IdleResult], str]:
     """Part 3: ``paella run`` and the baseline App, each on a terminal of its own, sampled at
-    the same time after the warm-up; then both stopped. Returns the results and how paella
-    stopped."""
+    the same time after the warm-up; then both stopped. With ``before`` (another checkout), a
+    third child runs that checkout's ``paella run`` in a workspace of its own alongside.
+    Returns the results and how paella stopped."""
     repo = make_workspace(root, "idle", agent=IDLE_AGENT)
+    repo_before = make_workspace(root, "idle-before", agent=IDLE_AGENT) if before else None
     env = {
         k: v
         for k, v in clean_env(drop=TMUX_VARS).items()
@@ -1134,9 +1143,16 @@ def measure_idle(root: Path, warmup: float, window: float) -> tuple[dict[str, Id
     } | {"TERM": TERM}
     kids: dict[str, TerminalChild] = {}
     agents: list[psutil.Process] = []
+    agents_before: list[psutil.Process] = []
     stopped = "not started"
     try:
         kids["paella"] = TerminalChild([sys.executable, "-m", "paella_tui", "run"], repo, env)
+        if before is not None and repo_before is not None:
+            kids["before"] = TerminalChild(
+                [sys.executable, "-m", "paella_tui", "run"],
+                repo_before,
+                env | {"PYTHONPATH": str(before)},
+            )
         here = str(Path(__file__).resolve())
         kids["floor"] = TerminalChild([sys.executable, here, "--child", "idle-floor"], repo, env)
         for kid in kids.values():
@@ -1146,13 +1162,15 @@ def measure_idle(root: Path, warmup: float, window: float) -> tuple[dict[str, Id
         if not paella.name().startswith("python") or command[1:4] != ["-m", "paella_tui", "run"]:
             raise RuntimeError(f"the child is not paella's python process: {command}")
         agents = wait_for_agent(kids["paella"])
+        if "before" in kids:
+            agents_before = wait_for_agent(kids["before"])
         log(
             f"   paella pid {paella.pid} runs the agent (pid {agents[0].pid}); warm-up {warmup:g} s"
         )
         time.sleep(warmup)
         names = {n: python_thread_names(kid.proc.pid) for n, kid in kids.items()}
         log(f"   sampling both for {window:g} s")
-        results = sample_idle(kids, agents, window)
+        results = sample_idle(kids, agents, window, {"before": agents_before})
         for name, kid in kids.items():
             names[name] |= python_thread_names(kid.proc.pid)  # threads born in the window
             for thread in results[name].threads:
@@ -1164,7 +1182,9 @@ def measure_idle(root: Path, warmup: float, window: float) -> tuple[dict[str, Id
         if "floor" in kids:
             stop_floor(kids["floor"])
         if "paella" in kids:
-            stopped = stop_paella(kids["paella"], agents, root)
+            stopped = stop_paella(kids["paella"], agents, repo)
+        if "before" in kids and repo_before is not None:
+            stopped += "; --before: " + stop_paella(kids["before"], agents_before, repo_before)
         for kid in kids.values():
             kid.close()
     return results, stopped
@@ -1176,13 +1196,16 @@ def percent(value: float) -> str:
 
 
 FLOOR_LABEL = "baseline: a Textual App showing a static text, same imports"
+BEFORE_LABEL = "`--before`: that checkout's `paella run`, same workspace kind, alongside"
 PAELLA_LABEL = "`paella run` (agent `sleep 3600`, two gates, watcher, clock)"
 
 
 def idle_rows(results: dict[str, IdleResult], warmup: float) -> list[Row]:
     """The rows of part 3: each measure for the baseline, then for paella."""
     floor, paella = results["floor"], results["paella"]
-    pairs = ((FLOOR_LABEL, floor), (PAELLA_LABEL, paella))
+    pairs: tuple[tuple[str, IdleResult], ...] = ((FLOOR_LABEL, floor), (PAELLA_LABEL, paella))
+    if "before" in results:
+        pairs += ((BEFORE_LABEL, results["before"]),)
     window = paella.window
     heading = (
         f"**3. idle in a terminal ({SIZE[0]}x{SIZE[1]}, `{TERM}`), {window:.0f} s after a "
@@ -1204,16 +1227,20 @@ def idle_rows(results: dict[str, IdleResult], warmup: float) -> list[Row]:
         )
     # The App doing nothing costs Textual's own floor; a floor of 0 (an idle second in 10 ms
     # ticks) would make any ratio infinite, so the finer schedstat figures are compared.
-    ratio = paella.schedstat_percent / floor.schedstat_percent if floor.schedstat_percent else 0.0
-    rows.append(
-        Row(
-            "`paella run` CPU against the baseline App's, over the whole window (schedstat)",
-            f"{ratio:.1f} ×",
-            target=f"≤ {IDLE_RATIO_TARGET:g} ×",
-            ok=bool(floor.schedstat_percent) and ratio <= IDLE_RATIO_TARGET,
-            name="idle `paella run` CPU against a bare Textual App",
+    for label, result in pairs[1:]:
+        counts = result is paella
+        ratio = (
+            result.schedstat_percent / floor.schedstat_percent if floor.schedstat_percent else 0.0
         )
-    )
+        rows.append(
+            Row(
+                f"{label} CPU against the baseline App's, over the whole window (schedstat)",
+                f"{ratio:.1f} ×",
+                target=f"≤ {IDLE_RATIO_TARGET:g} ×" if counts else "",
+                ok=bool(floor.schedstat_percent) and ratio <= IDLE_RATIO_TARGET if counts else None,
+                name="idle `paella run` CPU against a bare Textual App" if counts else "",
+            )
+        )
     for label, result in pairs:
         samples = result.per_second
         rows.append(
@@ -1277,7 +1304,13 @@ def idle_threads(results: dict[str, IdleResult]) -> list[str]:
         "| process | thread (tid) | CPU s (stat) | % of one core | % (schedstat) |",
         "|---|---|---:|---:|---:|",
     ]
-    for name, label in (("paella", "`paella run`"), ("floor", "baseline App")):
+    for name, label in (
+        ("paella", "`paella run`"),
+        ("before", "--before"),
+        ("floor", "baseline App"),
+    ):
+        if name not in results:
+            continue
         result = results[name]
         for t in result.threads:
             lines.append(
@@ -1406,6 +1439,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--keep", type=Path, metavar="DIR", help="build in DIR (new) and keep it")
     parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="part 3: also run the `paella run` of the checkout in DIR (PYTHONPATH) alongside, "
+        "in a workspace of its own, sampled in the same window",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         metavar="DIR",
@@ -1472,7 +1512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log(
                 f"3. idle in a terminal: `paella run` and the baseline, {warmup:g} s + {window:g} s"
             )
-            idle, stopped = measure_idle(root, warmup, window)
+            idle, stopped = measure_idle(root, warmup, window, args.before)
             rows += idle_rows(idle, warmup)
             about.append(
                 f"idle: `python -m paella_tui run` (pid {idle['paella'].pid}, its python process "
