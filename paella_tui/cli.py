@@ -8,14 +8,15 @@ engine is imported until a command needs it.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from paella_tui.cli_parser import build_parser
+if TYPE_CHECKING:
+    import argparse
 
 EXIT_USAGE = 2
 
@@ -83,6 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if line is not None:
             print(line)
             return 0
+    # The parser (argparse and every command's options) only past the status bar's fast line.
+    from paella_tui.cli_parser import build_parser
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

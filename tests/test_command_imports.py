@@ -94,11 +94,11 @@ STATUS = CORE | {
     "paella_tui.schemas",
 }
 # A status bar's line comes from the run's kept state (``tmux_line``), /proc and the count
-# format: no engine module (the fixture's `paella status` kept the state with its contract).
+# format: no engine module (the fixture's `paella status` kept the state with its contract), and
+# not the argument parser either (argparse: the line answers before any parsing).
 TMUX = {
     "paella_tui",
     "paella_tui.cli",
-    "paella_tui.cli_parser",
     "paella_tui.commands",
     "paella_tui.commands.tmux_line",
     "paella_tui.supervisor",
@@ -132,6 +132,7 @@ FORBIDDEN_TOP = {"textual", "rich", "watchfiles", "git", "asyncio", "tomli_w", "
 FORBIDDEN_MORE = {
     ("checkpoints",): {"psutil"},
     ("checkpoint", "--label", "x"): {"psutil"},
+    ("status", "--tmux"): {"argparse", "psutil", "dataclasses"},
 }
 NO_CONTRACT_FORBIDDEN = {"tomllib"}
 
