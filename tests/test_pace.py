@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import make_repo
 
 from paella_tui.supervisor.agent.agent_process import TREE_REFRESH_QUIET_S, AgentProcess
 from paella_tui.supervisor.base.pace import Pace
+from paella_tui.supervisor.contract.loader import load_contract
+from paella_tui.supervisor.run.attempt_runner import BUSY_CPU_PERCENT, STATS_EVERY_S, STATS_QUIET_S
+from paella_tui.supervisor.run.decisions import policy
+from paella_tui.supervisor.run.events import AgentStats
+from paella_tui.supervisor.run.run_loop import RunLoop
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store.workspace import Workspace
 
 
 async def test_quiet_doubles_the_period_up_to_the_ceiling_and_activity_brings_the_base_back() -> (
@@ -87,3 +96,35 @@ async def test_the_agents_output_brings_its_tree_refresh_back_to_the_base(tmp_pa
         assert agent.pace.period == agent.pace.base
     finally:
         await agent.stop(1.0)
+
+
+def test_the_runs_sample_pace_follows_file_changes_and_a_busy_cpu(tmp_path: Path) -> None:
+    """The run loop's sample pace (a real loop's attempt runner, not started): a changed file
+    or a busy sample brings the base period back; an idle sample leaves a backed-off one."""
+    repo = make_repo(tmp_path / "repo")
+    subprocess.run(
+        [sys.executable, "-m", "paella_tui", "init", "--agent", "true", "--gate", "unit=true"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+    run = RunStore(Workspace.find(repo)).create(load_contract(repo / "paella.toml"), manual=False)
+    contract = run.load_contract()
+    assert contract is not None
+    attempts = RunLoop(
+        run=run, contract=contract, emit=lambda _e, _s: None, decide=policy("stop")
+    ).attempts
+    pace = attempts.pace
+    assert pace.base == STATS_EVERY_S and pace.ceiling == STATS_QUIET_S
+
+    def sample(cpu: float) -> AgentStats:
+        return AgentStats(attempt=1, cpu_percent=cpu, rss_bytes=1, descendants=0, uptime_s=9.0)
+
+    pace.period = pace.ceiling
+    attempts.sampled(sample(BUSY_CPU_PERCENT / 2))
+    assert pace.period == pace.ceiling
+    attempts.sampled(sample(BUSY_CPU_PERCENT))
+    assert pace.period == pace.base
+    pace.period = pace.ceiling
+    attempts.touched()  # the watcher saw a change in the work tree
+    assert pace.period == pace.base
