@@ -452,16 +452,29 @@ def test_status_after_a_rollback_shows_the_restored_trees_verdicts(repo: Path, p
     assert (gate["status"], gate["regressed"], gate["tree"]) == ("pass", False, restored_tree)
 
 
-def test_a_file_git_cannot_decode_is_kept_raw_and_restored(repo: Path, paella) -> None:
-    """working-tree-encoding: git refuses to hash bytes that do not decode (an odd UTF-16 byte
-    count); the checkpoint keeps them raw all the same, and rollback and undo give them back."""
+@pytest.mark.parametrize(
+    ("attribute", "data"),
+    [
+        # An odd byte count is no UTF-16: "failed to encode ... from UTF-16LE".
+        ("text working-tree-encoding=UTF-16LE eol=crlf", b"x\x00y\x00\r\x00\n\x00z"),
+        ("working-tree-encoding=UTF-16", b"a\r\n"),  # "BOM is required"
+        ("working-tree-encoding=UTF-16LE", b"\xff\xfea\x00"),  # "BOM is prohibited"
+        ("working-tree-encoding=SHIFT-JIS", b"\xff\xff\xfe"),  # not Shift-JIS at all
+    ],
+    ids=["odd-utf16", "bom-required", "bom-prohibited", "not-shift-jis"],
+)
+def test_a_file_git_cannot_decode_is_kept_raw_and_restored(
+    repo: Path, paella, attribute: str, data: bytes
+) -> None:
+    """working-tree-encoding: git refuses to hash bytes that do not decode, in several words;
+    the checkpoint keeps them raw all the same (a snapshot used to fail whole on the BOM ones),
+    and rollback and undo give them back."""
     (repo / "paella.toml").write_text(CONTRACT)
-    (repo / ".gitattributes").write_text("*.u16 text working-tree-encoding=UTF-16LE eol=crlf\n")
-    odd = b"x\x00y\x00\r\x00\n\x00z"  # 9 bytes: not UTF-16
-    (repo / "a.u16").write_bytes(odd)
+    (repo / ".gitattributes").write_text(f"*.u16 {attribute}\n")
+    (repo / "a.u16").write_bytes(data)
     ok(paella(repo, "checkpoint"))
     (repo / "a.u16").write_bytes(b"damage")
     ok(paella(repo, "rollback", "1", "--yes"))
-    assert (repo / "a.u16").read_bytes() == odd
+    assert (repo / "a.u16").read_bytes() == data
     ok(paella(repo, "rollback", "salvage:1", "--yes"))
     assert (repo / "a.u16").read_bytes() == b"damage"

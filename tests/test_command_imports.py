@@ -66,6 +66,7 @@ CORE = {
     "paella_tui.supervisor.run.state_store",
     "paella_tui.supervisor.store.snapshot",
     "paella_tui.supervisor.store.private_index",
+    "paella_tui.supervisor.store.git_words",  # what git says when it refuses a snapshot's work
     "paella_tui.supervisor.agent.usage",
     "paella_tui.supervisor.base.counts",
     "paella_tui.supervisor.store.workspace",

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,30 +39,22 @@ from paella_tui.supervisor.base.files import ensure_dir
 from paella_tui.supervisor.base.owned_lock import OwnedLock
 from paella_tui.supervisor.store.change_feed import ChangeFeed
 from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, Churn, churning
+from paella_tui.supervisor.store.git_words import (
+    CORRUPT_INDEX,
+    MISSING_OBJECT,
+    UNENCODABLE,
+    UNPROCESSABLE,
+)
 from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
 from paella_tui.supervisor.store.private_index import Memo, exclude_files, files_signature, seed
 from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG, RawBlobs, filters_off
 from paella_tui.supervisor.store.workspace import Workspace
 
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
-_UNPROCESSABLE = re.compile(r"Unable to process path (.+)$", re.MULTILINE)
-# git refuses to hash a file whose bytes do not decode from its working-tree-encoding.
-_UNENCODABLE = re.compile(r"failed to encode '(.+)' from", re.MULTILINE)
 _MAX_RETRIES = 50
 _MAX_ARGV_BYTES = 256 * 1024
 """Paths to remove that go on update-index's command line (more: a process of their own)."""
 LOCK_TIMEOUT_S = 60.0
-# git's messages when an index file cannot be read.
-_CORRUPT_INDEX = re.compile(
-    r"index file corrupt|bad signature|bad index|index file smaller|unknown index entry|"
-    r"index uses .* extension|unable to read|cannot read|unknown index version",
-    re.IGNORECASE,
-)
-# git's messages when an entry of the private index names an object the repository lost (a
-# `git gc --prune=now` after paella's refs were deleted: the private index is no gc root).
-_MISSING_OBJECT = re.compile(
-    r"invalid object|bad object|missing (blob|object)|unable to read [0-9a-f]{7,}", re.IGNORECASE
-)
 
 
 class _NeedFullScan(Exception):
@@ -168,7 +159,7 @@ class Snapshotter:
                 # Objects the private index names were pruned (an agent's `git gc --prune=now`),
                 # or its folder was deleted: the full scan rebuilds the index. Anything else is
                 # an error.
-                if not (_MISSING_OBJECT.search(str(err)) or self._state_gone()):
+                if not (MISSING_OBJECT.search(str(err)) or self._state_gone()):
                     self.changes.gap()
                     raise
             except BaseException:
@@ -188,7 +179,7 @@ class Snapshotter:
             return self._take()
         except GitError as err:
             gone = self._state_gone()
-            if not (gone or _MISSING_OBJECT.search(str(err)) or self._index_corrupt()):
+            if not (gone or MISSING_OBJECT.search(str(err)) or self._index_corrupt()):
                 raise
         # The private index is paella's own cache: rebuild it from scratch and try once more
         # (in its folder made again, when an agent deleted paella's state under the snapshot).
@@ -211,7 +202,7 @@ class Snapshotter:
             return False
         proc = self.git.run(["ls-files", "--stage"], check=False)
         return proc.returncode != 0 and bool(
-            _CORRUPT_INDEX.search(proc.stderr.decode(errors="replace")) or proc.returncode == 128
+            CORRUPT_INDEX.search(proc.stderr.decode(errors="replace")) or proc.returncode == 128
         )
 
     def _take(self, paths: list[str] | None = None) -> Snapshot:
@@ -439,7 +430,7 @@ class Snapshotter:
                 )
                 return
             except GitError as err:
-                encoding = _UNENCODABLE.search(err.stderr)
+                encoding = UNENCODABLE.search(err.stderr)
                 if encoding is not None and encoding.group(1) in pending:
                     # Its bytes are what a snapshot keeps: store them raw, past git's conversion.
                     bad = encoding.group(1)
@@ -449,7 +440,7 @@ class Snapshotter:
                     continue
                 # One unreadable path makes git refuse the whole batch: leave that one out, loudly,
                 # and snapshot the rest rather than nothing.
-                match = _UNPROCESSABLE.search(err.stderr)
+                match = UNPROCESSABLE.search(err.stderr)
                 if match is None or match.group(1) not in pending:
                     raise
                 bad = match.group(1)
