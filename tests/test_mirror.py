@@ -493,3 +493,81 @@ def test_paella_killed_at_each_step_of_a_save_leaves_the_mirror_whole(
     assert save_to_mirror(run) is None
     assert mirror.read_file(run.run_id, LEDGER_NAME) == run.ledger.path.read_bytes()
     fsck(git, mirror)
+
+
+def _writer_caught_writing(mirror_dir: Path, objects: Path, oid: str) -> subprocess.Popen[bytes]:
+    """A ``git pack-objects`` into the mirror, as a save runs it, stopped (SIGSTOP) once its
+    temporary pack exists: a writer caught in the middle of writing."""
+    pack_dir = mirror_dir / "objects" / "pack"
+    before = set(pack_dir.glob("tmp_*"))
+    for _ in range(5):
+        writer = subprocess.Popen(
+            [
+                "git",
+                "--git-dir",
+                str(mirror_dir),
+                "pack-objects",
+                "-q",
+                "--window=0",
+                "--compression=1",
+                str(pack_dir / "pack"),
+            ],
+            stdin=subprocess.PIPE,
+            env={**os.environ, "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects)},
+        )
+        assert writer.stdin is not None
+        writer.stdin.write(f"{oid}\n".encode())
+        writer.stdin.close()
+        while writer.poll() is None and not set(pack_dir.glob("tmp_pack_*")) - before:
+            time.sleep(0.001)
+        writer.send_signal(signal.SIGSTOP)
+        if writer.poll() is None:
+            return writer
+        writer.wait()  # it finished first: the pack is whole (and harmless); try again
+    raise AssertionError("pack-objects never was caught writing")
+
+
+def test_temporary_packs_of_killed_writers_go_at_the_next_save_a_live_writers_stay(
+    repo: Path, git: GitRunner, state_home: Path
+) -> None:
+    ws, run = open_run(repo)
+    snapshotter = Snapshotter(ws)
+    take_checkpoint(run, snapshotter, label="first")
+    mirror = Mirror.for_workspace(ws)
+    assert mirror.local is not None
+    pack_dir = mirror.local / "objects" / "pack"
+    # A blob big enough that packing it takes a moment (random: it does not compress).
+    big = repo / "big.bin"
+    big.write_bytes(os.urandom(24 * 1024 * 1024))
+    oid = git(repo, "hash-object", "-w", str(big)).strip()
+    objects = repo / ".git" / "objects"
+
+    def caught(kill: bool) -> tuple[subprocess.Popen[bytes], set[Path]]:
+        before = set(pack_dir.glob("tmp_*"))
+        writer = _writer_caught_writing(mirror.local, objects, oid)  # type: ignore[arg-type]
+        if kill:
+            writer.kill()
+            writer.wait()
+        return writer, set(pack_dir.glob("tmp_*")) - before
+
+    _, old_dead = caught(kill=True)
+    _, young_dead = caught(kill=True)
+    live, old_live = caught(kill=False)
+    try:
+        assert old_dead and young_dead and old_live
+        long_ago = time.time() - mirror_local.STALE_TEMPORARY_S - 60
+        for path in old_dead | old_live:
+            os.utime(path, (long_ago, long_ago))
+
+        (repo / "f.txt").write_text("next\n")
+        take_checkpoint(run, snapshotter, label="next")  # the mirror is written again
+
+        left = set(pack_dir.glob("tmp_*"))
+        assert not old_dead & left, "a killed writer's old temporary pack is still there"
+        assert young_dead <= left, "a recent one went: its writer might still be at work"
+        assert old_live <= left, "the file of a writer that is still running went"
+    finally:
+        live.kill()
+        live.wait()
+    fsck(git, mirror)
+    assert "mirror-failed" not in run.ledger.path.read_text()

@@ -10,7 +10,8 @@ from __future__ import annotations
 import subprocess
 import threading
 
-from paella_tui.supervisor.agent.process_tree import ProcessTree, spawning_root
+from paella_tui.supervisor.agent.process_tree import ProcessTree
+from paella_tui.supervisor.agent.tree_roots import spawning_root
 
 
 def _start_root(argv: list[str]) -> subprocess.Popen[bytes]:

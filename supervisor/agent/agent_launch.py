@@ -15,7 +15,7 @@ import termios
 from collections.abc import Callable
 
 from paella_tui.supervisor.agent.process_cage import Cage
-from paella_tui.supervisor.agent.process_tree import spawning_root
+from paella_tui.supervisor.agent.tree_roots import spawning_root
 
 WINDOW_COLUMNS = 120
 WINDOW_ROWS = 36

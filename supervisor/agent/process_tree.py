@@ -6,7 +6,11 @@ group or the session and ones that were orphaned and re-parented to us. It finds
 three ways: walking `/proc/<pid>/task/*/children` from the known members (cheap enough
 to run every second), looking at our own children for an environment marker (orphans
 re-parented to us once we are a child subreaper), and, when stopping, scanning the system
-for members of the root's session or carriers of the marker.
+for members of the root's session or carriers of the marker. A child of ours in another
+session, born while the tree ran, is taken as an escape of its own (a double fork that
+scrubbed the marker), unless another tree of ours tracks it or it carries another tree's
+marker: an agent's daemons are re-parented to us the moment the agent ends, while a gate may be
+looking, and they are the agent's to stop and name.
 
 Stopping a tree (SIGTERM, a grace period, SIGKILL, reaping) is `process_stop.stop_tree`.
 """
@@ -22,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -30,24 +35,17 @@ from typing import Concatenate, ParamSpec, TypeVar
 import psutil
 
 from paella_tui.supervisor.agent.process_cage import Cage
+from paella_tui.supervisor.agent.tree_roots import SPAWNING, is_root, register_root
 
 log = logging.getLogger(__name__)
 
 _PR_SET_CHILD_SUBREAPER = 36
 _HISTORY = 10_000
-_ROOTS: set[int] = set()
-"""Pids of the processes paella started as tree roots: never mistaken for an escaped orphan."""
-_SPAWNING = threading.Lock()
-"""Held while paella starts a root and registers it, and while a tree decides which of our
-children escaped: between fork and registration a new gate or agent (its own session, born
-during the attempt) looks exactly like an escaped orphan, and would be adopted and killed."""
-
-
-@contextlib.contextmanager
-def spawning_root() -> Iterator[Callable[[int], None]]:
-    """Start a tree root inside this block and register its pid with the function it yields."""
-    with _SPAWNING:
-        yield _ROOTS.add
+_TREES: weakref.WeakSet[ProcessTree] = weakref.WeakSet()
+"""Every tree of this process: a process one of them tracks, or one carrying its marker,
+belongs to it, and is no escaped orphan of another."""
+_TREES_LOCK = threading.Lock()
+"""Guards adding to `_TREES` against a copy being taken (a set must not grow while read)."""
 
 
 _HAS_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
@@ -153,7 +151,6 @@ class ProcessTree:
         self._marker = marker
         self.cage = cage if cage is not None and cage.holds(root_pid) else None
         """The tree's cgroup, when the root is really in it."""
-        _ROOTS.add(root_pid)
         self._my_pid = os.getpid()
         self._members: dict[int, _Member] = {}
         self._history: deque[TrackedProcess] = deque(maxlen=_HISTORY)
@@ -162,6 +159,9 @@ class ProcessTree:
         self._last_refresh = 0.0
         root = self._add(psutil.Process(root_pid))
         self._root = root
+        register_root(root_pid, root.info.create_time)
+        with _TREES_LOCK:
+            _TREES.add(self)
         # Signal the group or scan the session only where the root leads them: a root that
         # shares our group or session must never make us signal ourselves or our terminal.
         self._pgid = _leader_of(os.getpgid, root_pid, os.getpgrp())
@@ -341,7 +341,7 @@ class ProcessTree:
         return any(self._in_group(proc) for proc in procs)
 
     def _adopt_marked_children(self) -> Iterator[int]:
-        with _SPAWNING:  # no root may be between its fork and its registration meanwhile
+        with SPAWNING:  # no root may be between its fork and its registration meanwhile
             found = list(self._marked_children())
         yield from found
 
@@ -371,12 +371,39 @@ class ProcessTree:
         is still found: as a child subreaper we inherit it. Our own helpers (git) share our
         session; the roots we start are registered.
         """
-        if self.cage is not None or proc.pid in _ROOTS:
+        if self.cage is not None:
             return False
         try:
-            return proc.create_time() >= self.started - 1.0 and os.getsid(proc.pid) != os.getsid(0)
+            born = proc.create_time()
+            if is_root(proc.pid, born) or born < self.started - 1.0:
+                return False
+            if os.getsid(proc.pid) == os.getsid(0):
+                return False
         except (psutil.Error, OSError):
             return False
+        return not self._belongs_elsewhere(proc, born)
+
+    def _belongs_elsewhere(self, proc: psutil.Process, born: float) -> bool:
+        """Whether another tree of ours tracks ``proc`` or marked it: an agent's daemon is
+        re-parented to us when the agent ends, and a gate running then must not take it (it
+        would stop it and name it as its own; the agent's end would name nothing)."""
+        try:
+            env = proc.environ()
+        except psutil.Error:
+            env = {}
+        with _TREES_LOCK:
+            others = list(_TREES)
+        for other in others:
+            if other is self:
+                continue
+            # Read without the other tree's lock (taking it here could deadlock two trees that
+            # refresh at once): a dict look-up is atomic, and a stale answer is the old one.
+            member = other._members.get(proc.pid)
+            if member is not None and member.info.create_time == born:
+                return True
+            if other._marker is not None and env.get(other._marker[0]) == other._marker[1]:
+                return True
+        return False
 
     def _has_marker(self, proc: psutil.Process) -> bool:
         assert self._marker is not None

@@ -32,8 +32,8 @@ from paella_tui.supervisor.agent.process_tree import (
     LeftoverProcess,
     ProcessTree,
     become_subreaper,
-    spawning_root,
 )
+from paella_tui.supervisor.agent.tree_roots import spawning_root
 from paella_tui.supervisor.base.durations import format_duration
 from paella_tui.supervisor.base.files import FILE_MODE, ensure_dir
 from paella_tui.supervisor.contract.model import Gate

@@ -22,16 +22,20 @@ then loosens it).
 
 Small packs and loose objects add up (two or three a checkpoint); once there are
 :data:`PACKS_BEFORE_REPACK` packs, a geometric repack rolls the small ones (and the loose
-objects) into one, leaving the big pack the mirror was cloned with alone.
+objects) into one, leaving the big pack the mirror was cloned with alone. A ``pack-objects`` or
+``repack`` killed while writing leaves its temporary files; each save removes those older than
+:data:`STALE_TEMPORARY_S` that no running process holds open.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import signal
 import subprocess
+import time
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +46,12 @@ from paella_tui.supervisor.store.mirror_ledger import NewPart, StateCopy, state_
 
 TIMEOUT_S = 120.0
 PACKS_BEFORE_REPACK = 24
+STALE_TEMPORARY_S = 600.0
+"""A temporary file of git's in the mirror's pack folder untouched this long was left by a writer
+that was killed (paella's own give up after :data:`TIMEOUT_S`): removed at the next save."""
+_TEMPORARY = ("tmp_", ".tmp-")
+"""``tmp_pack_*``, ``tmp_idx_*``, ``tmp_rev_*``... (``pack-objects`` writing) and ``.tmp-<pid>-pack-*``
+(a ``repack`` killed before it renamed its pack into place): never read by git."""
 _NEGATIVES = 8
 """At most this many of the mirror's refs bound what is packed (more only slow the walk)."""
 _NUMBERED = re.compile(r"^(.*)/(\d+)$")
@@ -273,17 +283,62 @@ class LocalMirror:
         return self.git(args, input=input).decode(errors="surrogateescape").rstrip("\n")
 
     def maintain(self) -> None:
-        """Roll the small packs and loose objects into one once there are many (best effort)."""
+        """Roll the small packs and loose objects into one once there are many, and remove what
+        killed writers left (best effort)."""
+        packs = 0
+        stale: list[str] = []
+        too_old = time.time() - STALE_TEMPORARY_S
         try:
-            folder = os.scandir(self.path / "objects" / "pack")
-            packs = sum(1 for entry in folder if entry.name.endswith(".pack"))
+            with os.scandir(self.path / "objects" / "pack") as folder:
+                for entry in folder:
+                    if entry.name.endswith(".pack") and entry.name.startswith("pack-"):
+                        packs += 1
+                    elif entry.name.startswith(_TEMPORARY) and _older(entry, too_old):
+                        stale.append(entry.path)
         except OSError:
             return
+        if stale:
+            _remove_unless_open(stale)
         if packs >= PACKS_BEFORE_REPACK:
             run_git(
                 ["--git-dir", str(self.path), "repack", "--geometric=2", "-d", "-q"],
                 cwd=self.path,
             )
+
+
+def _older(entry: os.DirEntry[str], than: float) -> bool:
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime < than
+    except OSError:
+        return False
+
+
+def _remove_unless_open(paths: list[str]) -> None:
+    """Delete ``paths``, except those a running process holds open (a writer that is slow, not
+    dead: its file's time may lag while it compresses a big object). Processes we may not look
+    into (another user's) are not seen; the age alone then speaks."""
+    wanted = {os.path.realpath(path): path for path in paths}
+    held: set[str] = set()
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return  # no way to tell a live writer: leave them all
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target in wanted:
+                held.add(target)
+    for real, path in wanted.items():
+        if real not in held:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
 
 def _diff_objects(out: bytes) -> list[str]:

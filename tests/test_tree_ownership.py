@@ -1,0 +1,199 @@
+"""Which tree an orphan belongs to, when several trees of one paella run at once.
+
+An agent's daemons are re-parented to paella (a child subreaper) the moment the agent ends; a gate
+that refreshes or stops its own tree just then sees children of paella's in another session, born
+while it ran: what an escape of its own looks like. It used to take them, stop them and name them
+as its own, and the agent's end then named nothing (test_run_loop's leftover test, now and then
+under the full suite). A process another tree tracks, or one carrying another tree's marker, is
+that tree's. And a pid is reused (``pid_max`` is 32768 on many machines): a root paella started
+long ago must not shield a real escape that was given its pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from paella_tui.supervisor.agent.process_stop import stop_tree
+from paella_tui.supervisor.agent.process_tree import ProcessTree, become_subreaper
+from paella_tui.supervisor.agent.tree_roots import spawning_root
+
+SLEEP = shutil.which("sleep") or "/bin/sleep"
+
+# The agent leaves three daemons: one in its session and one in a session of its own (both
+# carrying its marker, inherited), and one in its own session with an empty environment (no
+# marker: only the agent's tree, having seen it, can tell it is the agent's). It stays until its
+# stdin closes, so the test can let its tree look first.
+LEAVE_DAEMONS = f"""\
+import subprocess, sys
+kids = [
+    subprocess.Popen([{SLEEP!r}, "300"]),
+    subprocess.Popen([{SLEEP!r}, "300"], start_new_session=True),
+    subprocess.Popen([{SLEEP!r}, "300"], start_new_session=True, env={{}}),
+]
+print(" ".join(str(kid.pid) for kid in kids), flush=True)
+sys.stdin.read()
+"""
+
+
+def _root(argv: list[str], marker: tuple[str, str], **kwargs: object) -> subprocess.Popen[bytes]:
+    with spawning_root() as register:
+        popen = subprocess.Popen(  # type: ignore[call-overload]
+            argv, start_new_session=True, env={**os.environ, marker[0]: marker[1]}, **kwargs
+        )
+        register(popen.pid)
+    return popen  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def _killed_after(pids: list[int]) -> Iterator[None]:
+    """Whatever the assertions say, nothing the test started outlives it."""
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(psutil.Error, ChildProcessError):
+                proc = psutil.Process(pid)
+                proc.kill()
+                proc.wait(5)
+
+
+@pytest.mark.parametrize("gate_looks", ["refresh", "stop"])
+def test_an_agents_daemons_are_stopped_and_named_by_its_tree_never_by_a_gates(
+    gate_looks: str,
+) -> None:
+    become_subreaper()
+    agent_marker = ("PAELLA_AGENT_TOKEN", "agent-of-this-test")
+    gate_marker = ("PAELLA_GATE_TOKEN", "gate-of-this-test")
+    # The gate starts first: the daemons are born while it runs, as an escape of its own would be.
+    gate = _root([SLEEP, "30"], gate_marker)
+    gate_tree = ProcessTree(gate.pid, marker=gate_marker)
+    agent = _root(
+        [sys.executable, "-c", LEAVE_DAEMONS],
+        agent_marker,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert agent.stdin is not None and agent.stdout is not None
+    daemons = [int(pid) for pid in agent.stdout.readline().split()]
+    with _killed_after([gate.pid, agent.pid, *daemons]):
+        agent_tree = ProcessTree(agent.pid, marker=agent_marker)
+        agent_tree.refresh()  # the agent's tree sees its children while the agent lives
+        agent.stdin.close()
+        agent.wait(10)
+        agent.stdout.close()
+        assert all(psutil.Process(pid).ppid() == os.getpid() for pid in daemons)
+
+        # The gate looks at our children now: by its periodic refresh, or as it is stopped.
+        if gate_looks == "refresh":
+            gate_tree.refresh()
+            assert {p.pid for p in gate_tree.alive()} == {gate.pid}
+        gate_stopped = stop_tree(gate_tree, 2.0)
+        gate.wait(5)
+        assert [p.pid for p in gate_stopped] == [gate.pid]
+        assert all(psutil.Process(pid).is_running() for pid in daemons)
+
+        agent_stopped = stop_tree(agent_tree, 2.0)
+        assert sorted(p.pid for p in agent_stopped) == sorted(daemons)
+        for pid in daemons:
+            assert not psutil.pid_exists(pid) or _zombie_of_someone_else(pid)
+
+
+def test_an_escape_unseen_by_any_tree_is_still_taken_by_the_one_that_finds_it() -> None:
+    # The control: an orphan with no marker that no tree has seen can say nothing of where it
+    # came from; a tree that finds it as its escape takes it (better than letting it run).
+    become_subreaper()
+    marker = ("PAELLA_GATE_TOKEN", "finder")
+    gate = _root([SLEEP, "30"], marker)
+    tree = ProcessTree(gate.pid, marker=marker)
+    escape = subprocess.Popen([SLEEP, "300"], start_new_session=True, env={})
+    with _killed_after([gate.pid, escape.pid]):
+        stopped = stop_tree(tree, 2.0)
+        gate.wait(5)
+        escape.wait(5)
+        assert sorted(p.pid for p in stopped) == sorted([gate.pid, escape.pid])
+
+
+def _zombie_of_someone_else(pid: int) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() == psutil.STATUS_ZOMBIE and proc.ppid() != os.getpid()
+    except psutil.Error:
+        return True
+
+
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+
+
+def _can_choose_pids() -> bool:
+    try:
+        with NS_LAST_PID.open("r+") as handle:
+            handle.write(handle.read())
+    except OSError:
+        return False
+    return True
+
+
+# A child of ours forks a grandchild with exactly the pid given (ns_last_pid, retried while other
+# processes of the machine take it first), which leaves our session and scrubs its environment,
+# and exits: an escape that is re-parented to us with the pid of a root we started earlier.
+FORK_AT_PID = f"""\
+import os, sys
+want = int(sys.argv[1])
+for _ in range(2000):
+    with open({str(NS_LAST_PID)!r}, "w") as handle:
+        handle.write(str(want - 1))
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)  # the test reads our output to its end: the escape keeps none
+        os.execve({SLEEP!r}, ["sleep", "300"], {{}})
+    if pid == want:
+        print(pid, flush=True)
+        os._exit(0)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+os._exit(3)
+"""
+
+
+@pytest.mark.skipif(not _can_choose_pids(), reason="needs a writable ns_last_pid (root)")
+def test_an_escape_given_the_pid_of_an_ended_root_is_still_adopted() -> None:
+    become_subreaper()
+    marker = ("PAELLA_GATE_TOKEN", "reuse")
+    gate = _root([SLEEP, "30"], marker)
+    tree = ProcessTree(gate.pid, marker=marker)
+    escape_pid = None
+    try:
+        for _ in range(5):
+            # A root that ends at once and is reaped: its pid is free for the next process.
+            ended = _root(["true"], ("PAELLA_GATE_TOKEN", "ended"))
+            ended.wait(5)
+            fork = subprocess.run(
+                [sys.executable, "-c", FORK_AT_PID, str(ended.pid)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            if fork.returncode == 0:
+                escape_pid = int(fork.stdout)
+                break
+        assert escape_pid is not None, "the pid of the ended root was never given again"
+        tree.refresh()
+        assert escape_pid in {p.pid for p in tree.alive()}
+        stopped = stop_tree(tree, 2.0)
+        gate.wait(5)
+        assert sorted(p.pid for p in stopped) == sorted([gate.pid, escape_pid])
+    finally:
+        with _killed_after([gate.pid, *([escape_pid] if escape_pid else [])]):
+            pass
