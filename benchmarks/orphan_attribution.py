@@ -7,15 +7,25 @@ paella's children then. Each round counts whether the agent's ``ExitInfo.leftove
 daemons, and whether the gate's result claimed any of them. Real processes, the real
 ``AgentProcess`` and ``run_gate``; nothing is timed.
 
-    python benchmarks/orphan_attribution.py [ROUNDS]
+    python -m benchmarks.orphan_attribution [--rounds 40] [--before DIR]
+
+``--before DIR`` runs the same rounds with another checkout's code (``git worktree add DIR
+<commit>``) first, in a process of its own, and prints both rows.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
+import json
+import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import psutil
 
 from paella_tui.supervisor.agent.agent_process import AgentProcess
 from paella_tui.supervisor.contract.model import Gate
@@ -47,8 +57,8 @@ GATE = Gate(
 )
 
 
-async def one_round(folder: Path) -> tuple[bool, bool]:
-    """(the agent named both daemons, the gate claimed one)."""
+async def one_round(folder: Path) -> tuple[bool, bool, int]:
+    """(the agent named both daemons, the gate claimed one, how many still run after both)."""
     gate = asyncio.create_task(
         run_gate(GATE, tree="0" * 40, cwd=folder, log_path=folder / "gate.log")
     )
@@ -61,20 +71,57 @@ async def one_round(folder: Path) -> tuple[bool, bool]:
     line = next(line for line in info.tail if line.startswith("daemons"))
     daemons = {int(pid) for pid in line.split()[1:]}
     named = {p.pid for p in info.leftovers}
-    return named == daemons, "stopped what it left running" in result.message
+    running = sum(_running(pid) for pid in daemons)
+    for pid in daemons:  # whatever happened, nothing outlives the round
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+    return named == daemons, "stopped what it left running" in result.message, running
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def rounds_of(rounds: int) -> tuple[int, int, int]:
+    """(rounds whose agent's end missed a daemon, rounds a gate claimed one, daemons left)."""
+    missed = claimed = left = 0
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            named, by_gate, running = asyncio.run(one_round(Path(tmp)))
+        missed += not named
+        claimed += by_gate
+        left += running
+    return missed, claimed, left
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
-    missed = claimed = 0
-    for n in range(rounds):
-        with tempfile.TemporaryDirectory() as tmp:
-            named, by_gate = asyncio.run(one_round(Path(tmp)))
-        missed += not named
-        claimed += by_gate
-        print(f"round {n + 1}: agent named both: {named}; gate claimed some: {by_gate}")
-    print("| rounds | agent's end missed a daemon | gate claimed a daemon |")
-    print(f"| {rounds} | {missed} | {claimed} |")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--before", type=Path, help="another checkout, measured first")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.json:  # a --before run: the numbers only
+        print(json.dumps(rounds_of(args.rounds)))
+        return
+    rows = []
+    if args.before is not None:
+        before = subprocess.run(
+            [sys.executable, __file__, "--rounds", str(args.rounds), "--json"],
+            env={**os.environ, "PYTHONPATH": str(args.before.resolve())},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rows.append((f"before ({args.before})", json.loads(before.stdout.splitlines()[-1])))
+    rows.append(("this checkout", list(rounds_of(args.rounds))))
+    print(f"{args.rounds} rounds each\n")
+    print("| code | agent's end missed a daemon | a gate claimed one | daemons left running |")
+    print("|---|---|---|---|")
+    for name, (missed, claimed, left) in rows:
+        print(f"| {name} | {missed} | {claimed} | {left} |")
 
 
 if __name__ == "__main__":

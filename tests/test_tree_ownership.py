@@ -197,3 +197,35 @@ def test_an_escape_given_the_pid_of_an_ended_root_is_still_adopted() -> None:
     finally:
         with _killed_after([gate.pid, *([escape_pid] if escape_pid else [])]):
             pass
+
+
+def test_an_orphan_marked_by_a_stopped_tree_is_anyones_to_stop() -> None:
+    # While the agent's tree runs, an orphan carrying its marker is left to it (its stop finds
+    # it by the marker); once that tree is stopped, one born later (a straggler) is taken by a
+    # tree that finds it, as before: better than letting it run.
+    become_subreaper()
+    agent_marker = ("PAELLA_AGENT_TOKEN", "agent-that-ends")
+    gate_marker = ("PAELLA_GATE_TOKEN", "gate-still-running")
+    marked_env = {**os.environ, agent_marker[0]: agent_marker[1]}
+    gate = _root([SLEEP, "30"], gate_marker)
+    gate_tree = ProcessTree(gate.pid, marker=gate_marker)
+    agent = _root([SLEEP, "30"], agent_marker)
+    agent_tree = ProcessTree(agent.pid, marker=agent_marker)
+    early = subprocess.Popen([SLEEP, "300"], start_new_session=True, env=marked_env)
+    pids = [gate.pid, agent.pid, early.pid]
+    with _killed_after(pids):
+        gate_tree.refresh()
+        assert early.pid not in {p.pid for p in gate_tree.alive()}
+        agent_stopped = stop_tree(agent_tree, 2.0)
+        agent.wait(5)
+        early.wait(5)
+        assert sorted(p.pid for p in agent_stopped) == sorted([agent.pid, early.pid])
+
+        late = subprocess.Popen([SLEEP, "300"], start_new_session=True, env=marked_env)
+        pids.append(late.pid)
+        gate_tree.refresh()
+        assert late.pid in {p.pid for p in gate_tree.alive()}
+        gate_stopped = stop_tree(gate_tree, 2.0)
+        gate.wait(5)
+        late.wait(5)
+        assert sorted(p.pid for p in gate_stopped) == sorted([gate.pid, late.pid])

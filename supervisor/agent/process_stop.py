@@ -64,6 +64,7 @@ def stop_tree(target: ProcessTree | Iterable[int], grace: float) -> list[Leftove
             for proc in tree.alive():
                 log.warning("process %d did not die after SIGKILL", proc.pid)
     for tree in trees:
+        tree.stopped = True
         tree.reap()
         if tree.cage is not None and not tree.cage.pids():
             tree.cage.remove()

@@ -157,6 +157,8 @@ class ProcessTree:
         self._not_ours: set[tuple[int, float]] = set()
         self._group_sent: set[int] = set()
         self._last_refresh = 0.0
+        self.stopped = False
+        """Set once `stop_tree` is done with it; from then on it claims no orphan."""
         root = self._add(psutil.Process(root_pid))
         self._root = root
         register_root(root_pid, root.info.create_time)
@@ -358,7 +360,12 @@ class ProcessTree:
             current.add(key)
             if key in self._not_ours:
                 continue
-            if (self._has_marker(proc) or self._escaped_orphan(proc)) and self._try_add(pid):
+            ours = self._has_marker(proc)
+            if not ours and self._escaped_orphan(proc):
+                if self._belongs_elsewhere(proc, key[1]):
+                    continue  # asked again next time: its owner may end without it
+                ours = True
+            if ours and self._try_add(pid):
                 yield pid
             else:
                 self._not_ours.add(key)
@@ -375,18 +382,19 @@ class ProcessTree:
             return False
         try:
             born = proc.create_time()
-            if is_root(proc.pid, born) or born < self.started - 1.0:
-                return False
-            if os.getsid(proc.pid) == os.getsid(0):
-                return False
+            return (
+                not is_root(proc.pid, born)
+                and born >= self.started - 1.0
+                and os.getsid(proc.pid) != os.getsid(0)
+            )
         except (psutil.Error, OSError):
             return False
-        return not self._belongs_elsewhere(proc, born)
 
     def _belongs_elsewhere(self, proc: psutil.Process, born: float) -> bool:
-        """Whether another tree of ours tracks ``proc`` or marked it: an agent's daemon is
-        re-parented to us when the agent ends, and a gate running then must not take it (it
-        would stop it and name it as its own; the agent's end would name nothing)."""
+        """Whether another tree of ours, not yet stopped, tracks ``proc`` or marked it: an
+        agent's daemon is re-parented to us when the agent ends, and a gate running then must
+        not take it (it would stop it and name it as its own; the agent's end would name
+        nothing). What a stopped tree missed is anyone's to stop."""
         try:
             env = proc.environ()
         except psutil.Error:
@@ -394,7 +402,7 @@ class ProcessTree:
         with _TREES_LOCK:
             others = list(_TREES)
         for other in others:
-            if other is self:
+            if other is self or other.stopped:
                 continue
             # Read without the other tree's lock (taking it here could deadlock two trees that
             # refresh at once): a dict look-up is atomic, and a stale answer is the old one.
