@@ -255,7 +255,8 @@ def test_no_process_of_the_agent_or_a_gate_outlives_its_attempt(
     ]
     assert survivors == [], survivors
     # Each one is named where it was stopped: with the agent's end, or with a gate's. (Without
-    # a cgroup, an orphan cannot say which tree it came from: whichever ends first stops it.)
+    # a cgroup, an orphan that no tree saw and that carries no marker cannot say which tree it
+    # came from: whichever finds it first stops it; tests/test_tree_ownership.py for the rest.)
     exited = next(r for r in p.ledger() if r["kind"] == "agent-exited")
     gate_logs = "".join(f.read_text() for f in (p.run_dir() / "gates").rglob("*.log"))
     named = " ".join(exited["leftovers"]) + gate_logs

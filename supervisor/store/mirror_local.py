@@ -23,7 +23,7 @@ then loosens it).
 Small packs and loose objects add up (two or three a checkpoint); once there are
 :data:`PACKS_BEFORE_REPACK` packs, a geometric repack rolls the small ones (and the loose
 objects) into one, leaving the big pack the mirror was cloned with alone. A ``pack-objects`` or
-``repack`` killed while writing leaves its temporary files; each save removes those older than
+``repack`` killed while writing leaves its temporary files; each copy of refs removes those older than
 :data:`STALE_TEMPORARY_S` that no running process holds open.
 """
 
@@ -48,7 +48,7 @@ TIMEOUT_S = 120.0
 PACKS_BEFORE_REPACK = 24
 STALE_TEMPORARY_S = 600.0
 """A temporary file of git's in the mirror's pack folder untouched this long was left by a writer
-that was killed (paella's own give up after :data:`TIMEOUT_S`): removed at the next save."""
+that was killed (paella's own give up after :data:`TIMEOUT_S`): removed at the next copy of refs."""
 _TEMPORARY = ("tmp_", ".tmp-")
 """``tmp_pack_*``, ``tmp_idx_*``, ``tmp_rev_*``... (``pack-objects`` writing) and ``.tmp-<pid>-pack-*``
 (a ``repack`` killed before it renamed its pack into place): never read by git."""
