@@ -98,3 +98,42 @@ def test_a_recycled_pid_is_not_its_old_owner() -> None:
     assert me.alive()
     assert not Owner(me.pid, me.start_time - 100).alive()
     assert not Owner(2**22 + 12345, 0.0).alive()
+
+
+SLOW_NAMER = textwrap.dedent(
+    """
+    import fcntl, json, os, sys, time
+    from paella_tui.supervisor.base.owned_lock import Owner
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("locked", flush=True)
+    time.sleep(0.3)  # a holder slow to name itself (a loaded machine, between flock and write)
+    me = Owner.me("paella run")
+    record = {"pid": me.pid, "start_time": me.start_time, "label": me.label}
+    os.pwrite(fd, json.dumps(record).encode() + b"\\n", 0)
+    time.sleep(60)
+    """
+)
+
+
+def test_a_holder_that_just_took_the_lock_is_named_once_it_writes_its_record(
+    tmp_path: Path,
+) -> None:
+    """Two `paella run` at once: the second read the first one's record in the instant between
+    its flock and its write, and named "another paella". A held lock's empty record is waited
+    for (briefly); the holder is named."""
+    path = tmp_path / "run.lock"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_NAMER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        lock = OwnedLock(path, what="a test")
+        assert not lock.try_acquire()
+        owner = lock.owner()
+        assert owner is not None and owner.pid == proc.pid and owner.label == "paella run"
+        with pytest.raises(LockHeld, match=f"paella pid {proc.pid}"):
+            OwnedLock(path, what="a test").acquire()
+    finally:
+        proc.kill()
+        proc.wait()

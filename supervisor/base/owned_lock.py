@@ -33,6 +33,8 @@ from paella_tui.supervisor.base.errors import WorkspaceError
 
 _FILE_MODE = 0o600
 _POLL_S = 0.05
+_RECORD_WAIT_S = 1.0
+"""How long a reader waits for a just-taken lock's holder to write its record."""
 
 
 @dataclass(frozen=True)
@@ -202,16 +204,25 @@ class OwnedLock:
                 return None
             except BlockingIOError:
                 pass
-            data = os.pread(fd, 4096, 0)
+            # The holder names itself right after taking the lock: one that just took it may not
+            # have yet (a second `paella run` started at once read an empty record, and named
+            # "another paella"). Held, the record is worth a short wait.
+            deadline = time.monotonic() + _RECORD_WAIT_S
+            while (owner := _parse_owner(os.pread(fd, 4096, 0))) is None:
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(_POLL_S)
         finally:
             os.close(fd)
-        try:
-            record = json.loads(data)
-            owner = Owner(
-                int(record["pid"]), float(record["start_time"]), str(record.get("label", ""))
-            )
-        except (ValueError, KeyError, TypeError):
-            return None
         # A holder that died leaves its children holding the descriptor: say who started it,
         # only while that process itself still runs.
         return owner if owner.alive() else None
+
+
+def _parse_owner(data: bytes) -> Owner | None:
+    """The owner a lock file's record names, or None when it is empty or not a record."""
+    try:
+        record = json.loads(data)
+        return Owner(int(record["pid"]), float(record["start_time"]), str(record.get("label", "")))
+    except (ValueError, KeyError, TypeError):
+        return None
