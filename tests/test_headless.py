@@ -9,6 +9,7 @@ that no process of the agent's tree is left.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -82,9 +83,15 @@ class Project(PlannedRepo):
 
     # --- state on disk ----------------------------------------------------------------------
 
+    @functools.cached_property
+    def store(self) -> RunStore:
+        """The repository's run store, found once: the ledger is polled every 20 ms, and finding
+        the workspace again would start a git process each time."""
+        return RunStore(Workspace.find(self.repo))
+
     @property
     def run(self) -> Run:
-        run = RunStore(Workspace.find(self.repo)).current()
+        run = self.store.current()
         assert run is not None, "no run on disk"
         return run
 
