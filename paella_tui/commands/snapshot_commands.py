@@ -90,6 +90,10 @@ def checkpoints(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    if view.checkpoints:
+        # Each one is checked with the mirror below: all at once, first, so that the base comes
+        # from the same answer (its quick check of the newest alone would ask git again).
+        view.rollback_target_ok(view.checkpoints[-1])
     base = view.last_green_checkpoint
     print(f"run {run.run_id}")
     if not view.checkpoints and not view.salvage:
