@@ -399,8 +399,6 @@ async def main_screen(run: Any) -> Path | None:
     from paella_tui.supervisor.run.events import (
         AgentStarted,
         AgentStats,
-        CheckpointTaken,
-        DriftDetected,
         GateFinished,
         GateResult,
         Usage,
@@ -429,7 +427,6 @@ async def main_screen(run: Any) -> Path | None:
         )
         for i, cpu in enumerate([3, 8, 31, 54, 22, 12, 48, 71, 35, 18, 9, 26, 61, 40, 14])
     ]
-    events += [CheckpointTaken(record_=c, at=now - 600) for c in view.checkpoints]
     for gate, status in (
         ("idempotency", "fail"),
         ("privacy", "pass"),
@@ -438,18 +435,11 @@ async def main_screen(run: Any) -> Path | None:
     ):
         result = GateResult(gate=gate, status=status, tree="3" * 40, duration_s=1.4)  # type: ignore[arg-type]
         events.append(GateFinished(result=result, at=now - 40))
-    events.append(
-        DriftDetected(
-            drift="regression",
-            message="idempotency fails; it passed at checkpoint 2",
-            gate="idempotency",
-            at=now - 40,
-        )
-    )
 
     async def feed(pilot: Any) -> None:
-        # What attempt 1 reported, from the ledger, as the engine's seed gives it.
-        app.board.usage_before = view.usage()
+        # What the ledger says so far (attempt 1, the checkpoints, the regression), as the
+        # engine's worker seeds the board before the run loop's first event.
+        app.board.seed(view)
         for event in events:
             app.feed(event)
         main = getattr(app, "main", None) or app.screen
