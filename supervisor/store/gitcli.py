@@ -166,26 +166,21 @@ class Git:
 
     def popen(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
         """Start ``git args`` with pipes on stdin and stdout (for ``cat-file --batch`` streams)."""
-        return subprocess.Popen(
-            self.command(args),
-            cwd=self.root,
-            env=self._env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            preexec_fn=die_with_parent(),
-        )
+        return self._spawn(args, subprocess.PIPE)
 
     def start(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
         """Start ``git args`` with no input and its output dropped; the caller waits for it
         (a write that may run beside other work, as the index refresh after a rollback)."""
+        return self._spawn(args, subprocess.DEVNULL)
+
+    def _spawn(self, args: Sequence[str], stdio: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             self.command(args),
             cwd=self.root,
             env=self._env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdin=stdio,
+            stdout=stdio,
+            stderr=stdio,
             preexec_fn=die_with_parent(),
         )
 
