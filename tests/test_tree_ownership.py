@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +43,12 @@ kids = [
 print(" ".join(str(kid.pid) for kid in kids), flush=True)
 sys.stdin.read()
 """
+
+
+def _unique(name: str) -> str:
+    """A marker no other test sees: parallel workers run the same test at once, and a tree takes
+    what carries its own marker (two workers sharing one took each other's gate)."""
+    return f"{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def _root(argv: list[str], marker: tuple[str, str], **kwargs: object) -> subprocess.Popen[bytes]:
@@ -71,8 +78,8 @@ def test_an_agents_daemons_are_stopped_and_named_by_its_tree_never_by_a_gates(
     gate_looks: str,
 ) -> None:
     become_subreaper()
-    agent_marker = ("PAELLA_AGENT_TOKEN", "agent-of-this-test")
-    gate_marker = ("PAELLA_GATE_TOKEN", "gate-of-this-test")
+    agent_marker = ("PAELLA_AGENT_TOKEN", _unique("agent-of-this-test"))
+    gate_marker = ("PAELLA_GATE_TOKEN", _unique("gate-of-this-test"))
     # The gate starts first: the daemons are born while it runs, as an escape of its own would be.
     gate = _root([SLEEP, "30"], gate_marker)
     gate_tree = ProcessTree(gate.pid, marker=gate_marker)
@@ -111,7 +118,7 @@ def test_an_escape_unseen_by_any_tree_is_still_taken_by_the_one_that_finds_it() 
     # The control: an orphan with no marker that no tree has seen can say nothing of where it
     # came from; a tree that finds it as its escape takes it (better than letting it run).
     become_subreaper()
-    marker = ("PAELLA_GATE_TOKEN", "finder")
+    marker = ("PAELLA_GATE_TOKEN", _unique("finder"))
     gate = _root([SLEEP, "30"], marker)
     tree = ProcessTree(gate.pid, marker=marker)
     escape = subprocess.Popen([SLEEP, "300"], start_new_session=True, env={})
@@ -170,14 +177,14 @@ os._exit(3)
 @pytest.mark.skipif(not _can_choose_pids(), reason="needs a writable ns_last_pid (root)")
 def test_an_escape_given_the_pid_of_an_ended_root_is_still_adopted() -> None:
     become_subreaper()
-    marker = ("PAELLA_GATE_TOKEN", "reuse")
+    marker = ("PAELLA_GATE_TOKEN", _unique("reuse"))
     gate = _root([SLEEP, "30"], marker)
     tree = ProcessTree(gate.pid, marker=marker)
     escape_pid = None
     try:
         for _ in range(5):
             # A root that ends at once and is reaped: its pid is free for the next process.
-            ended = _root(["true"], ("PAELLA_GATE_TOKEN", "ended"))
+            ended = _root(["true"], ("PAELLA_GATE_TOKEN", _unique("ended")))
             ended.wait(5)
             fork = subprocess.run(
                 [sys.executable, "-c", FORK_AT_PID, str(ended.pid)],
@@ -204,8 +211,8 @@ def test_an_orphan_marked_by_a_stopped_tree_is_anyones_to_stop() -> None:
     # it by the marker); once that tree is stopped, one born later (a straggler) is taken by a
     # tree that finds it, as before: better than letting it run.
     become_subreaper()
-    agent_marker = ("PAELLA_AGENT_TOKEN", "agent-that-ends")
-    gate_marker = ("PAELLA_GATE_TOKEN", "gate-still-running")
+    agent_marker = ("PAELLA_AGENT_TOKEN", _unique("agent-that-ends"))
+    gate_marker = ("PAELLA_GATE_TOKEN", _unique("gate-still-running"))
     marked_env = {**os.environ, agent_marker[0]: agent_marker[1]}
     gate = _root([SLEEP, "30"], gate_marker)
     gate_tree = ProcessTree(gate.pid, marker=gate_marker)
