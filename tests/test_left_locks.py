@@ -121,3 +121,31 @@ def _has_open(pid: int, path: Path) -> bool:
         )
     except OSError:
         return False
+
+
+@pytest.mark.parametrize("in_worktree", [False, True], ids=["repository", "linked-worktree"])
+def test_a_ref_lock_a_killed_checkpoint_left_never_blocks_the_next(
+    repo: Path, git, in_worktree: bool
+) -> None:
+    """paella killed while its git child created checkpoint N's ref leaves ``N.lock``: the next
+    checkpoint takes number N again (N was never recorded), and its create-only update-ref said
+    "cannot lock ref ... File exists" for ever (CI: the mirror's kill -9 test). Under paella's
+    snapshot lock such a lock is a dead paella's: removed, and checkpoint N is taken."""
+    from paella_tui.supervisor.run.runs import RunStore
+    from paella_tui.supervisor.store.checkpoints import take_checkpoint
+    from paella_tui.supervisor.store.snapshot import Snapshotter
+
+    where = repo
+    if in_worktree:
+        where = repo.parent / "linked"
+        git(repo, "worktree", "add", "-q", str(where))
+    ws = Workspace.find(where)
+    run = RunStore(ws).create(None, manual=True)
+    snapshotter = Snapshotter(ws)
+    assert take_checkpoint(run, snapshotter, label="one").n == 1
+    left = ws.common_dir / f"{run.ref_prefix}/checkpoints/2.lock"
+    left.write_text("")  # what git writes first, and leaves when killed
+    (where / "more.txt").write_text("more\n")
+    second = take_checkpoint(run, snapshotter, label="two")
+    assert second.n == 2 and not left.exists()
+    assert git(where, "rev-parse", second.ref).strip() == second.commit

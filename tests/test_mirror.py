@@ -393,12 +393,18 @@ def test_a_kill_9_in_the_middle_of_saves_never_leaves_a_ref_without_its_objects(
     delays = [0.15, 0.4, 0.25, 0.7, 0.33, 0.55]
     for delay in delays:
         proc = subprocess.Popen(
-            [sys.executable, str(script), str(repo)], stdout=subprocess.PIPE, text=True
+            [sys.executable, str(script), str(repo)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         # One whole save first (however loaded the machine), then a kill somewhere in a later
         # one: the delays spread it over the steps of a save.
-        assert proc.stdout.readline() == "saved\n"
+        first = proc.stdout.readline()
+        if first != "saved\n":  # the saver died: what it said is the failure
+            proc.kill()
+            assert first == "saved\n", proc.communicate()[1]
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -99,9 +99,10 @@ def commit_snapshot(
             git.run(["update-ref", "-m", f"paella: {message}", ref, commit, ""])
             break
         except GitError:
-            if git.rev_parse(ref) is None:
+            if git.rev_parse(ref) is not None:
+                n += 1
+            elif not _stale_ref_lock_removed(run, ref):
                 raise
-            n += 1
     record = SnapshotRecord(
         kind=kind,
         n=n,
@@ -157,6 +158,19 @@ def _index_commit(run: Run, head: str | None) -> str | None:
     return workspace.git.out(
         ["commit-tree", tree, *parents], input=b"paella: the index (staged changes) at salvage\n"
     )
+
+
+def _stale_ref_lock_removed(run: Run, ref: str) -> bool:
+    """Remove the lock file a killed paella's ``update-ref`` left on ``ref`` (True when there
+    was one). Safe: the caller holds paella's snapshot lock, so whoever created paella's ref
+    last is dead, and its git children died with it (gitcli). A ``kill -9`` there left every
+    later checkpoint of the same number failing with "cannot lock ref"."""
+    lock = run.workspace.common_dir / f"{ref}.lock"
+    try:
+        lock.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def take_checkpoint(
