@@ -145,9 +145,12 @@ class RecoveryScreen(Screen[Decision]):
         """Highlight the default choice, so Enter on the list takes it too."""
         self._highlight_default()
 
-    def _highlight_default(self) -> None:
-        choices = self.query_one("#recovery-choices", OptionList)
-        choices.highlighted = choices.get_option_index(self.facts.default)
+    def _highlight_default(self, *, focus: bool = False) -> None:
+        # After a recompose the screen may be closing (the app quit meanwhile): no list, no-op.
+        for choices in self.query("#recovery-choices").results(OptionList):
+            choices.highlighted = choices.get_option_index(self.facts.default)
+            if focus:
+                choices.focus()
 
     async def final_gates(self, verdict: EvaluationFinished, regressed: Iterable[str]) -> None:
         """The gates finished on the final tree after the screen opened: show their verdict
@@ -175,8 +178,7 @@ class RecoveryScreen(Screen[Decision]):
         if self.is_mounted:  # else compose reads the new facts when it mounts
             await self.recompose()
             self.refresh_bindings()
-            self._highlight_default()
-            self.query_one("#recovery-choices", OptionList).focus()
+            self._highlight_default(focus=True)
 
     async def bisected(self, point: BreakPoint, before_break: SnapshotRecord | None) -> None:
         """A bisect found where a regressed gate broke after the screen opened: say it."""
@@ -188,8 +190,7 @@ class RecoveryScreen(Screen[Decision]):
         )
         if self.is_mounted:
             await self.recompose()
-            self._highlight_default()
-            self.query_one("#recovery-choices", OptionList).focus()
+            self._highlight_default(focus=True)
 
     def _options(self) -> list[Option]:
         base = self.facts.base
