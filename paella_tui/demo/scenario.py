@@ -18,6 +18,7 @@ from pathlib import Path
 
 from paella_tui.supervisor.base.errors import WorkspaceError
 from paella_tui.supervisor.contract.model import CONTRACT_FILE
+from paella_tui.supervisor.store.gitcli import SCRUBBED_ENV
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE / "project"
@@ -53,20 +54,14 @@ _PACE = {
     True: {"settle": "100ms", "backoff": "200ms", "stall_after": "2m"},
 }
 
-# Variables that would point git at another repository, or give the demo's commit another author.
-_GIT_SCRUBBED = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_PREFIX",
+# Variables that would point git at another repository (paella's one list), or give the
+# demo's commit another author.
+_GIT_SCRUBBED = SCRUBBED_ENV | {
     "GIT_AUTHOR_NAME",
     "GIT_AUTHOR_EMAIL",
     "GIT_COMMITTER_NAME",
     "GIT_COMMITTER_EMAIL",
-)
+}
 
 
 def _toml(value: str | list[str]) -> str:
