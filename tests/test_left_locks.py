@@ -149,3 +149,22 @@ def test_a_ref_lock_a_killed_checkpoint_left_never_blocks_the_next(
     second = take_checkpoint(run, snapshotter, label="two")
     assert second.n == 2 and not left.exists()
     assert git(where, "rev-parse", second.ref).strip() == second.commit
+
+
+@pytest.mark.parametrize("folder", ["steps", "frozen", "salvage"])
+def test_every_numbered_paella_ref_is_made_past_a_left_lock(repo: Path, git, folder: str) -> None:
+    """Steps and frozen trees are numbered refs too, made by the one create_numbered_ref: a lock
+    a killed paella left on the next number is removed; a ref that exists is skipped, never
+    overwritten."""
+    from paella_tui.supervisor.run.runs import RunStore
+    from paella_tui.supervisor.store.checkpoints import create_numbered_ref
+
+    ws = Workspace.find(repo)
+    run = RunStore(ws).create(None, manual=True)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    first, n = create_numbered_ref(run, folder, 0, head)
+    left = ws.common_dir / f"{run.ref_prefix}/{folder}/1.lock"
+    left.write_text("")
+    second, m = create_numbered_ref(run, folder, 0, head)  # 0 exists: skipped, 1 locked: freed
+    assert (n, m) == (0, 1) and not left.exists()
+    assert second == f"{run.ref_prefix}/{folder}/1" and first != second

@@ -217,15 +217,9 @@ class FrozenFiles:
         body = f"paella: protected files accepted by {by}: {', '.join(paths[:20])}\n"
         commit = git.out(["commit-tree", new_tree], input=body.encode())
         n = 1 + len(StateStore(run.ledger.path).load().state.accepted)
-        while True:
-            ref = f"{run.ref_prefix}/frozen/{n}"
-            try:
-                git.run(["update-ref", "-m", "paella: frozen files accepted", ref, commit, ""])
-                break
-            except GitError:
-                if git.rev_parse(ref) is None:
-                    raise
-                n += 1
+        ref, _ = checkpoints.create_numbered_ref(
+            run, "frozen", n, commit, message="paella: frozen files accepted"
+        )
         save_to_mirror(run, {ref: commit}, state=False)
         run.ledger.append(ACCEPTED, ref=ref, commit=commit, tree=new_tree, paths=paths, by=by)
         self.tree = new_tree

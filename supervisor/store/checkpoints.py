@@ -92,17 +92,7 @@ def commit_snapshot(
     commit = git.out(["commit-tree", snap.tree, *parents], input=body.encode())
     existing = [r.n for r in records(run, kind)]
     n = max(existing, default=0) + 1
-    while True:
-        ref = f"{run.ref_prefix}/{kind}/{n}"
-        # The empty old value makes the update create-only: a ref left by a crash is never overwritten.
-        try:
-            git.run(["update-ref", "-m", f"paella: {message}", ref, commit, ""])
-            break
-        except GitError:
-            if git.rev_parse(ref) is not None:
-                n += 1
-            elif not _stale_ref_lock_removed(run, ref):
-                raise
+    ref, n = create_numbered_ref(run, kind, n, commit, message=f"paella: {message}")
     record = SnapshotRecord(
         kind=kind,
         n=n,
@@ -160,17 +150,33 @@ def _index_commit(run: Run, head: str | None) -> str | None:
     )
 
 
-def _stale_ref_lock_removed(run: Run, ref: str) -> bool:
-    """Remove the lock file a killed paella's ``update-ref`` left on ``ref`` (True when there
-    was one). Safe: the caller holds paella's snapshot lock, so whoever created paella's ref
-    last is dead, and its git children died with it (gitcli). A ``kill -9`` there left every
-    later checkpoint of the same number failing with "cannot lock ref"."""
-    lock = run.workspace.common_dir / f"{ref}.lock"
-    try:
-        lock.unlink()
-    except FileNotFoundError:
-        return False
-    return True
+def create_numbered_ref(
+    run: Run, folder: str, n: int, commit: str, *, message: str = ""
+) -> tuple[str, int]:
+    """Create ``<run refs>/<folder>/<n>`` at ``commit``, or the next free number; the ref and
+    its number. Create-only (the empty old value): a ref a crash left is never overwritten.
+
+    The caller holds paella's snapshot lock or the run lock, so a lock file on a paella ref not
+    yet made is a dead paella's (its git children died with it, see gitcli): it is removed. A
+    ``kill -9`` while git created the ref left it, and every later checkpoint, step or frozen
+    tree of that number failed with "cannot lock ref ... File exists".
+    """
+    git = run.workspace.git
+    stale: set[str] = set()
+    while True:
+        ref = f"{run.ref_prefix}/{folder}/{n}"
+        try:
+            git.run(["update-ref", *(["-m", message] if message else []), ref, commit, ""])
+            return ref, n
+        except GitError:
+            lock = run.workspace.common_dir / f"{ref}.lock"
+            if git.rev_parse(ref) is not None:
+                n += 1
+            elif ref in stale or not lock.exists():
+                raise
+            else:
+                stale.add(ref)
+                lock.unlink(missing_ok=True)
 
 
 def take_checkpoint(

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from paella_tui.supervisor.base.errors import GitError, PaellaError, UsageError
 from paella_tui.supervisor.run.events import Event
 from paella_tui.supervisor.run.runs import Run, RunStore
-from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord, create_numbered_ref
 from paella_tui.supervisor.store.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshot, Snapshotter
 from paella_tui.supervisor.store.tree_diff import changes_between, totals
 from paella_tui.supervisor.store.workspace import Workspace
@@ -207,16 +207,7 @@ def take_step(
     parents = ["-p", head_commit] if head_commit else []
     body = f"step {n} of run {run.run_id}\n".encode()
     commit = git.out(["commit-tree", tree, *parents], input=body)
-    while True:
-        ref = f"{run.ref_prefix}/steps/{n}"
-        try:
-            # Create-only: a ref a crashed paella left under this number is never overwritten.
-            git.run(["update-ref", ref, commit, ""])
-            break
-        except GitError:
-            if git.rev_parse(ref) is None:
-                raise
-            n += 1
+    ref, n = create_numbered_ref(run, "steps", n, commit)
     parent_tree = previous.tree if previous is not None else None
     try:
         changes = changes_between(run.workspace, parent_tree, tree) if parent_tree else []
