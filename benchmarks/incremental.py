@@ -9,7 +9,11 @@ timed repetition:
 * a run's snapshot from the watcher's paths (``take(follow_changes=True)`` with the changed file
   noted, as the evaluation a settle asks for takes it);
 * a run's full-scan snapshot (the same snapshotter, nothing followed: the safety net, and what
-  every snapshot cost before).
+  every snapshot cost before);
+* git's floor for the same job: ``git update-index`` of the one changed path and ``git
+  write-tree``, on a private index kept beside the repository's (what any tool that records the
+  work tree as a tree without touching the user's index must run at least; each rewrites the
+  whole index).
 
 After the rounds it checks that the last followed tree equals a fresh full scan. It prints a
 Markdown table (median, p90, ratio to the ``git status`` median) and exits 0: it is a report.
@@ -97,6 +101,20 @@ def measure(root: Path, repeat: int, files: int) -> list[str]:
         with snapshotter.locked():
             snapshotter.take()
 
+    floor_env = {**os.environ, "GIT_INDEX_FILE": str(root / ".git" / "bench-floor-index")}
+
+    def plumbing(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=root, env=floor_env, capture_output=True, check=True)
+
+    plumbing("read-tree", "HEAD")
+    subprocess.run(["git", "update-index", "-q", "--refresh"], cwd=root, env=floor_env)
+    plumbing("write-tree")  # the cache tree, as the snapshot's private index keeps it
+
+    def floor() -> None:
+        path = touch()
+        plumbing("update-index", "--add", "--", path)
+        plumbing("write-tree")
+
     def status() -> None:
         touch()
         subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, check=True)
@@ -105,6 +123,7 @@ def measure(root: Path, repeat: int, files: int) -> list[str]:
         "git status --porcelain": status,
         "snapshot from the watcher's paths (1 file)": followed,
         "full-scan snapshot (1 file changed)": full,
+        "git's floor: update-index + write-tree (1 file)": floor,
     }
     samples: dict[str, list[float]] = {name: [] for name in measures}
     log(f"timing {repeat} rounds on {root}")

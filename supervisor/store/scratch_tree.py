@@ -16,7 +16,9 @@ work tree. Ignored paths the gates need (a virtualenv, ``node_modules``) are not
 snapshot; ``links`` names them, and each is symlinked from the work tree into the scratch tree.
 
 The scratch tree is not a git repository (it has no ``.git``): gates that need git history see
-none. Usage::
+none. Each scratch folder holds an ``owner`` record (pid and start time of the paella that made
+it): a paella killed with ``kill -9`` cannot delete its folder, a whole copy of a tree, so the
+next scratch tree made in the same temporary folder deletes those whose owner is gone. Usage::
 
     with ScratchTree(workspace, links=(".venv",)) as scratch:
         scratch.checkout(tree)
@@ -34,6 +36,7 @@ from pathlib import Path
 from types import TracebackType
 
 from paella_tui.supervisor.base.errors import WorkspaceError
+from paella_tui.supervisor.base.owned_lock import Owner
 from paella_tui.supervisor.store.raw_restore import (
     GITLINK_MODE,
     Change,
@@ -42,6 +45,10 @@ from paella_tui.supervisor.store.raw_restore import (
     tree_changes,
 )
 from paella_tui.supervisor.store.workspace import Workspace
+
+PREFIX = "paella-scratch-"
+OWNER_FILE = "owner"
+"""In each scratch folder: ``<pid> <start time>`` of the paella that made it."""
 
 _Stat = tuple[int, int, int, int]
 """(inode, size, mtime in ns, mode) of a file as written."""
@@ -56,7 +63,8 @@ class ScratchTree:
         """Create the folder (under ``parent``, default the system's temp folder)."""
         self.workspace = workspace
         self.links = links
-        area = Path(tempfile.mkdtemp(prefix="paella-scratch-", dir=parent)).resolve()
+        remove_left_scratch(Path(parent or tempfile.gettempdir()))
+        area = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent)).resolve()
         root = workspace.root.resolve()
         if area == root or root in area.parents:
             shutil.rmtree(area, ignore_errors=True)
@@ -65,6 +73,8 @@ class ScratchTree:
                 hint="point TMPDIR outside the repository; a scratch tree never lives in it.",
             )
         os.chmod(area, 0o700)
+        me = Owner.me()
+        (area / OWNER_FILE).write_text(f"{me.pid} {me.start_time}\n")
         self._area = area
         self.path = area / "tree"
         """The scratch work tree: run gates with this as their folder."""
@@ -144,18 +154,59 @@ class ScratchTree:
 
     def close(self) -> None:
         """Delete the scratch folder (links are removed, never followed)."""
-        with contextlib.suppress(FileNotFoundError):
-            # A gate may have left read-only folders behind: make them writable to remove them.
-            def unlock(func: object, path: str, _exc: object) -> None:
-                with contextlib.suppress(OSError):
-                    os.chmod(os.path.dirname(path), 0o700)
-                    os.chmod(path, 0o700)
-                    if os.path.isdir(path) and not os.path.islink(path):
-                        os.rmdir(path)
-                    else:
-                        os.unlink(path)
+        _remove(self._area)
 
-            shutil.rmtree(self._area, onerror=unlock)
+
+def remove_left_scratch(parent: Path) -> list[Path]:
+    """Delete the scratch folders in ``parent`` whose paella is gone (killed before its close);
+    the folders removed. Only folders of this user with a readable owner record that names a
+    process no longer running (pid and start time) are touched: a live paella's, another user's
+    and one without a record (made by an older paella) are left."""
+    removed: list[Path] = []
+    try:
+        candidates = [entry for entry in os.scandir(parent) if entry.name.startswith(PREFIX)]
+    except OSError:
+        return removed
+    for entry in candidates:
+        area = Path(entry.path)
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat().st_uid != os.getuid():
+                continue
+            owner = _owner(area)
+        except OSError:
+            continue
+        if owner is not None and not owner.alive():
+            _remove(area)
+            removed.append(area)
+    return removed
+
+
+def _owner(area: Path) -> Owner | None:
+    """The owner record of a scratch folder, or None when there is none or it is not one."""
+    try:
+        words = (area / OWNER_FILE).read_text().split()
+        pid, started = int(words[0]), float(words[1])
+    except (OSError, ValueError, IndexError, UnicodeDecodeError):
+        return None
+    if pid <= 0 or len(words) != 2:
+        return None
+    return Owner(pid, started)
+
+
+def _remove(area: Path) -> None:
+    """Delete a scratch folder, including read-only folders a gate left (links never followed)."""
+    with contextlib.suppress(FileNotFoundError):
+
+        def unlock(func: object, path: str, _exc: object) -> None:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.dirname(path), 0o700)
+                os.chmod(path, 0o700)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    os.rmdir(path)
+                else:
+                    os.unlink(path)
+
+        shutil.rmtree(area, onerror=unlock)
 
 
 def _stat(path: Path) -> _Stat | None:
