@@ -10,6 +10,7 @@ the frozen checks, the run is not done (exit 1), and the handoff names the chang
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,15 @@ def test_a_hostile_agent_never_makes_a_protected_run_done(
     # The agent's change is still in the work tree: paella judged around it, changed nothing.
     if attack == "deletes-the-check":
         assert not (p.repo / "tests" / "check.sh").exists()
+    # `paella gates` afterwards (a person's, or the agent's own) judges as the run did: its
+    # verdict goes into the run's ledger and `status`, so the attack never turns a gate green
+    # there either (before, it judged the workspace's files and its own paella.toml).
+    judged = p.read("gates", "--json")
+    no_traceback(judged)
+    verdict = json.loads(judged.stdout)
+    assert path in verdict["frozen"], verdict
+    assert judged.returncode == (1 if red else 0), judged.stdout + judged.stderr
+    assert [g["status"] == "pass" for g in p.status()["gates"]] == [not red]
 
 
 def test_the_gates_run_on_a_scratch_tree_only_while_a_protected_file_differs(
@@ -116,3 +126,26 @@ def test_the_gates_run_on_a_scratch_tree_only_while_a_protected_file_differs(
     assert places and str(p.repo.resolve()) not in places, places
     # The scratch tree is gone after the run.
     assert not any(Path(place).exists() for place in places)
+
+
+async def test_g_with_no_agent_running_judges_the_checks_as_frozen(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    """The TUI's `g` after the agent stopped: the same judge as `paella gates` and the run."""
+    from paella_tui.supervisor.run.offline import judge_once
+    from paella_tui.supervisor.run.run_view import RunView
+    from paella_tui.supervisor.run.runs import RunStore
+    from paella_tui.supervisor.store.workspace import Workspace
+
+    script, path, _red = ATTACKS["edits-the-check-to-pass"]
+    p = _project(tmp_path, git, script)
+    assert p.paella("run", "--headless").returncode == 1
+    run = RunStore(Workspace.find(p.repo)).current()
+    assert run is not None
+    view = RunView.load(run)
+    assert view.contract is not None
+    finished = await judge_once(run, view.contract, lambda _event: None, view)
+    assert finished.frozen == (path,)
+    assert [r.status for r in finished.results] == ["fail"]
+    assert p.ledger()[-1]["kind"] == "evaluation-finished"
+    assert p.ledger()[-1]["frozen"] == [path]

@@ -189,15 +189,17 @@ def gates(args: argparse.Namespace) -> int:
     from paella_tui.headless import describe_event
 
     ctx = Context.open()
-    contract = ctx.contract()
     # A judgement, not a change: no checkpoint, and no run opened for it. With a run, its
-    # ledger records the verdict (the TUI and `status` then show the tree as it is); without
-    # one, the gates run in a throwaway folder removed afterwards.
+    # ledger records the verdict (the TUI and `status` then show the tree as it is), so it is
+    # judged as the run judges: by the run's contract as frozen, protected files at their frozen
+    # content (never by a paella.toml or a check the agent may have edited). Without one, by
+    # the workspace's paella.toml, the gates running in a throwaway folder removed afterwards.
     current = ctx.store.current()
     if current is not None:
         ctx.report(current)
     run_ = current or Run(ctx.workspace, f"gates-{os.getpid()}-{secrets.token_hex(2)}")
     view = RunView.load(run_) if current is not None else None
+    contract = view.contract if view is not None and view.contract is not None else ctx.contract()
 
     def emit(event: Event) -> None:
         if event.kind is not None and current is not None:
@@ -210,7 +212,7 @@ def gates(args: argparse.Namespace) -> int:
     async def main() -> int:
         from paella_tui.supervisor.run.offline import judging_evaluator
 
-        evaluator = judging_evaluator(run_, contract, emit, view)
+        evaluator = await judging_evaluator(run_, contract, emit, view)
         try:
             finished = await evaluator.evaluate("paella gates", force=True)
         finally:
@@ -225,6 +227,7 @@ def gates(args: argparse.Namespace) -> int:
                         "tree": finished.tree,
                         "stale": finished.stale,
                         "complete_episodes": finished.complete_episodes,
+                        "frozen": list(finished.frozen),
                         "gates": [
                             {
                                 "name": r.gate,

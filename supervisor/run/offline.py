@@ -4,11 +4,13 @@ events; the caller shows them."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.judge.byproducts import snapshotter_for
 from paella_tui.supervisor.judge.evaluation import Evaluator
+from paella_tui.supervisor.judge.frozen import FrozenFiles, GateFolder
 from paella_tui.supervisor.run.events import CheckpointTaken, EvaluationFinished, Event, RolledBack
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
@@ -16,12 +18,15 @@ from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpo
 from paella_tui.supervisor.store.rollback import rollback
 
 
-def judging_evaluator(
+async def judging_evaluator(
     run_: Run, contract: Contract, emit: Callable[[Event], None], view: RunView | None
 ) -> Evaluator:
     """An evaluator that judges the tree for a person (``paella gates``, ``g`` with no agent):
     it takes no checkpoint, and what counts as "was green" starts at the last rollback, so a
-    gate green only on abandoned work is no regression."""
+    gate green only on abandoned work is no regression. For a run with a contract it judges as
+    the run does: protected files at their frozen content (a tree where the agent edited a
+    check to pass is judged with the check as frozen), since its verdict goes into the run's
+    ledger and from there into ``status`` and the TUI."""
     evaluator = Evaluator(
         run=run_,
         contract=contract,
@@ -34,7 +39,20 @@ def judging_evaluator(
         # The run's folded state (no ledger read): its latest verdicts, and "was green" as the
         # state's rule has it, which starts again at the last rollback.
         evaluator.adopt(view.run_state, with_base=False)
+        folder = await asyncio.to_thread(_gate_folder, run_, contract, view)
+        if folder is not None:
+            evaluator.judge_frozen(folder)
     return evaluator
+
+
+def _gate_folder(run_: Run, contract: Contract, view: RunView) -> GateFolder | None:
+    """Where a run's gates run, protected files frozen; None for a run with no contract (a
+    manual run) or none started yet (no start tree: nothing is frozen)."""
+    start = view.run_state.start_tree
+    if view.contract is None or start is None:
+        return None
+    frozen = FrozenFiles.for_run(run_, contract, start, view.run_state.accepted)
+    return GateFolder(frozen, links=contract.steps.link)
 
 
 async def judge_once(
@@ -48,7 +66,7 @@ async def judge_once(
             run_.ledger.append_soon(event.kind, **event.record())
         emit(event)
 
-    evaluator = judging_evaluator(run_, contract, record, view)
+    evaluator = await judging_evaluator(run_, contract, record, view)
     try:
         return await evaluator.evaluate("g", force=True)
     finally:
