@@ -35,6 +35,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 import psutil
 
 from paella_tui.supervisor.agent.process_cage import Cage
+from paella_tui.supervisor.agent.start_ticks import TICKS_PER_SECOND, born_before, start_ticks
 from paella_tui.supervisor.agent.tree_roots import SPAWNING, is_root, register_root
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,8 @@ class ProcessTree:
         """Set once `stop_tree` is done with it; from then on it claims no orphan."""
         root = self._add(psutil.Process(root_pid))
         self._root = root
+        born = start_ticks(root_pid)  # read now: by the scan at its end the pid may be reused
+        self._marker_since_ticks = None if born is None else born - TICKS_PER_SECOND - 1
         register_root(root_pid, root.info.create_time)
         with _TREES_LOCK:
             _TREES.add(self)
@@ -228,7 +231,8 @@ class ProcessTree:
                         continue
                 except OSError:
                     continue
-            if self._marker is not None:
+            # Born over a second before the root (kernel ticks, a tick of margin): no marker.
+            if self._marker is not None and not born_before(pid, self._marker_since_ticks):
                 with contextlib.suppress(psutil.Error):
                     proc = psutil.Process(pid)
                     if proc.create_time() >= marker_since and self._has_marker(proc):

@@ -1,0 +1,44 @@
+"""A process's start time as the kernel keeps it: clock ticks since boot, read from ``/proc``.
+
+A system scan for a tree's escaped members looks at every process on the machine, and only
+those born after the tree's root can carry its marker. Comparing raw start ticks (one small
+read of ``/proc/<pid>/stat``) rules the older ones out before any psutil object is built:
+psutil's ``create_time`` also reads ``/proc/stat`` for the boot time on every call, which made
+a scan cost ~10 ms on a machine with a hundred processes, once per gate run.
+"""
+
+from __future__ import annotations
+
+import os
+
+_STARTTIME_FIELD = 19
+"""Index of ``starttime`` among the fields after the command name's closing parenthesis
+(field 22 of proc(5), counting from 1, minus the pid and the command name)."""
+
+try:
+    TICKS_PER_SECOND = int(os.sysconf("SC_CLK_TCK"))
+except (AttributeError, OSError, ValueError):  # not a POSIX system that says
+    TICKS_PER_SECOND = 0
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot; None when that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: the fields start after the last ')'.
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[_STARTTIME_FIELD])
+    except (IndexError, ValueError):
+        return None
+
+
+def born_before(pid: int, ticks: int | None) -> bool:
+    """Whether ``pid`` certainly started before ``ticks``; False when either is unknown."""
+    if ticks is None:
+        return False
+    born = start_ticks(pid)
+    return born is not None and born < ticks
