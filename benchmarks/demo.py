@@ -29,6 +29,7 @@ from pathlib import Path
 from benchmarks.stats import median
 
 ENV_DROP = ("TMUX", "TMUX_PANE", "PAELLA_NOTIFY")
+DEMO = ("demo", "--headless", "--fast", "--dir")
 
 
 def _env(checkout: Path | None) -> dict[str, str]:
@@ -49,8 +50,7 @@ def play(checkout: Path | None, prefix: list[str] | None = None) -> tuple[float,
     with tempfile.TemporaryDirectory(prefix="paella-bench-demo-") as tmp:
         before = _children_cpu()
         proc = subprocess.run(
-            [*(prefix or []), sys.executable, "-m", "paella_tui", "demo", "--headless", "--fast"]
-            + ["--dir", str(Path(tmp) / "demo")],
+            [*(prefix or []), sys.executable, "-m", "paella_tui", *DEMO, str(Path(tmp) / "demo")],
             env=_env(checkout),
             cwd=tmp,
             capture_output=True,
