@@ -20,7 +20,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from bytecode_cache import cache_bytecode
 from cpu_meter import pytest_addoption, pytest_configure
+
+# Before xdist starts its workers: they and every subprocess inherit the bytecode cache.
+cache_bytecode()
 
 # `--cpu-by-file` (cpu_meter.py): where the suite's CPU goes, per test file.
 __all__ = ["pytest_addoption", "pytest_configure"]

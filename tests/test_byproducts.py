@@ -49,7 +49,12 @@ def project(repo: Path, ignore: list[str] | None = None) -> None:
 
 def run_pytest(repo: Path) -> None:
     """A real pytest run, writing bytecode and its cache as it does on a user's machine."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    # Bytecode where a user's pytest writes it: beside the sources (the suite's cache is not).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    }
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q"], cwd=repo, env=env, check=True, capture_output=True
     )

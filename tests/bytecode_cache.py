@@ -1,0 +1,35 @@
+"""Bytecode cached for the suite's own Python processes, even where PYTHONDONTWRITEBYTECODE is set.
+
+Where the environment says not to write bytecode (this machine does), every Python process the
+suite starts compiled every module it imported from source: each xdist worker compiled and
+assertion-rewrote all test modules at collection (5.6 s CPU against 1.7 s cached), and every
+``paella`` subprocess compiled the product modules it loads (about 0.15 s for the TUI's). Inside
+a virtual environment, the suite writes its bytecode under ``<venv>/pycache`` instead
+(``PYTHONPYCACHEPREFIX``), which the workers and every subprocess inherit: the source tree and
+the tests' throw-away workspaces stay free of ``__pycache__`` exactly as before, so no scenario
+changes. Outside a virtual environment the machine's setting is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+PREFIX_VARIABLE = "PYTHONPYCACHEPREFIX"
+
+
+def cache_bytecode() -> Path | None:
+    """Redirect bytecode to ``<venv>/pycache`` for this process and its children; the folder."""
+    if os.environ.get(PREFIX_VARIABLE) or sys.prefix == sys.base_prefix:
+        return None  # already set (a worker, a subprocess, a developer's choice), or no venv
+    prefix = Path(sys.prefix) / "pycache"
+    # Bytecode of earlier sessions' throw-away workspaces (gates run Python in them) is garbage.
+    shutil.rmtree(prefix / tempfile.gettempdir().lstrip(os.sep), ignore_errors=True)
+    os.environ[PREFIX_VARIABLE] = str(prefix)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.pycache_prefix = str(prefix)
+    sys.dont_write_bytecode = False
+    return prefix
