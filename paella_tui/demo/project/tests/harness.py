@@ -6,13 +6,14 @@ Each check module defines ``test_*`` functions that use plain ``assert`` and end
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 
 # Run as a script, a check sees only tests/ on sys.path: add the project root, for `ledger`.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# (os.path, not pathlib: every gate run starts here, and pathlib's import is 5 ms of its ~35.)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run(namespace: dict[str, object]) -> int:
