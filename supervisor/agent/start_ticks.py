@@ -3,8 +3,9 @@
 A system scan for a tree's escaped members looks at every process on the machine, and only
 those born after the tree's root can carry its marker. Comparing raw start ticks (one small
 read of ``/proc/<pid>/stat``) rules the older ones out before any psutil object is built:
-psutil's ``create_time`` also reads ``/proc/stat`` for the boot time on every call, which made
-a scan cost ~10 ms on a machine with a hundred processes, once per gate run.
+psutil's ``create_time`` also reads ``/proc/stat`` for the boot time on every call (a scan of
+104 processes: 4.4 ms with psutil for each, 2.1 ms ruling the old ones out first; once per gate
+run and agent end).
 """
 
 from __future__ import annotations
