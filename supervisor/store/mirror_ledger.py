@@ -36,6 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from paella_tui.supervisor.store.gitcli import PAELLA_IDENTITY
+from paella_tui.supervisor.store.loose_objects import signature, write_loose
+
 FORMAT = "2"
 PART_NAME = "events.part"
 WHOLE_NAME = "events.jsonl"
@@ -179,6 +182,40 @@ def state_commit(
     copy = part.state(tip, blob)
     commit = out(["commit-tree", tree, *parents], copy.message(run_id).encode())
     return replace(copy, commit=commit)
+
+
+def state_commit_loose(
+    objects: Path,
+    hash_algo: str,
+    run_id: str,
+    tip: StateCopy | None,
+    part: NewPart,
+    *,
+    when: tuple[int, str] | None = None,
+) -> StateCopy:
+    """:func:`state_commit` with no git process: the same blob, tree and commit (paella's
+    identity, ``when`` or now), written as loose objects into ``objects``."""
+    entries = [(PART_NAME, write_loose(objects, "blob", part.data, hash_algo))]
+    blob = tip.contract_blob if tip is not None else None
+    if blob is None and part.contract is not None:
+        blob = write_loose(objects, "blob", part.contract, hash_algo)
+    if blob is not None:
+        entries.append((CONTRACT_NAME, blob))
+    # A tree's entries sorted by name (files only here), each "mode name\0<raw id>".
+    tree_data = b"".join(
+        b"100644 " + name.encode() + b"\0" + bytes.fromhex(oid) for name, oid in sorted(entries)
+    )
+    tree = write_loose(objects, "tree", tree_data, hash_algo)
+    copy = part.state(tip, blob)
+    author = signature(
+        PAELLA_IDENTITY["GIT_AUTHOR_NAME"], PAELLA_IDENTITY["GIT_AUTHOR_EMAIL"], when
+    )
+    committer = signature(
+        PAELLA_IDENTITY["GIT_COMMITTER_NAME"], PAELLA_IDENTITY["GIT_COMMITTER_EMAIL"], when
+    )
+    head = f"tree {tree}\n" + (f"parent {tip.commit}\n" if tip is not None else "")
+    text = f"{head}author {author}\ncommitter {committer}\n\n{copy.message(run_id)}"
+    return replace(copy, commit=write_loose(objects, "commit", text.encode(), hash_algo))
 
 
 def new_part(tip: StateCopy | None, ledger: Path, contract: Path) -> NewPart | str:

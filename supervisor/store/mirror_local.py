@@ -14,11 +14,18 @@ killed):
 2. then ``update-ref --stdin`` creates the refs, create-only (a ref the mirror already holds is
    never moved); a kill before this step leaves unreferenced objects, never a ref without them.
 
-The run's ledger and contract go in as objects first (``hash-object``, ``mktree``,
-``commit-tree``: :mod:`mirror_ledger`), then the state ref moves by compare-and-swap from the
-commit the save chained onto (a save that raced another one is refused and retried).
-``fast-import`` would do it in one process but took five times as long (it writes a pack and
-then loosens it).
+The run's ledger and contract go in as objects first, then the state ref moves by
+compare-and-swap from the commit the save chained onto (a save that raced another one is refused
+and retried). Onto a tip, paella writes the blob, tree and commit as loose objects itself
+(:func:`mirror_ledger.state_commit_loose`: the objects ``hash-object``, ``mktree`` and
+``commit-tree`` would write, byte for byte), so a save is one ``update-ref``; the first save of a
+run (no tip to take the hash from) and a repository with two object formats use git's
+plumbing. ``fast-import`` would write them in one process but took five times as long (it writes
+a pack and then loosens it). A checkpoint's copy skips the history walk when HEAD has not moved
+since the newest mirrored snapshot (its result is then empty: read from the loose commits).
+
+The mirror's saves take no lock of paella's own: a ``<ref>.lock`` a killed save left would fail
+every later save of that ref, so one older than :data:`STALE_REF_LOCK_S` is removed first.
 
 Small packs and loose objects add up (two or three a checkpoint); once there are
 :data:`PACKS_BEFORE_REPACK` packs, a geometric repack rolls the small ones (and the loose
@@ -30,25 +37,40 @@ objects) into one, leaving the big pack the mirror was cloned with alone. A ``pa
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import signal
 import subprocess
 import time
-import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
-from paella_tui.supervisor.store.gitcli import SCRUBBED_ENV
-from paella_tui.supervisor.store.mirror_ledger import NewPart, StateCopy, state_commit
+from paella_tui.supervisor.store.gitcli import PAELLA_IDENTITY, SCRUBBED_ENV
+from paella_tui.supervisor.store.loose_objects import (
+    commit_parents,
+    hash_name,
+    plain_format,
+    read_loose,
+)
+from paella_tui.supervisor.store.mirror_ledger import (
+    NewPart,
+    StateCopy,
+    state_commit,
+    state_commit_loose,
+)
 
 TIMEOUT_S = 120.0
 PACKS_BEFORE_REPACK = 24
 STALE_TEMPORARY_S = 600.0
 """A temporary file of git's in the mirror's pack folder untouched this long was left by a writer
 that was killed (paella's own give up after :data:`TIMEOUT_S`): removed at the next copy of refs."""
+STALE_REF_LOCK_S = TIMEOUT_S
+"""A ``<ref>.lock`` this old in the mirror was left by a killed save: a save's ``update-ref``
+holds it for milliseconds, and paella gives up on (and kills) one after :data:`TIMEOUT_S`. The
+mirror's saves take no lock of paella's own (two savers are safe: refs are created only, the
+state ref moves by compare-and-swap), so nothing else would ever remove it, and every later save
+of that ref would fail on it."""
 _TEMPORARY = ("tmp_", ".tmp-")
 """``tmp_pack_*``, ``tmp_idx_*``, ``tmp_rev_*``... (``pack-objects`` writing) and ``.tmp-<pid>-pack-*``
 (a ``repack`` killed before it renamed its pack into place): never read by git."""
@@ -146,6 +168,7 @@ class LocalMirror:
         _kill_point("mirror-objects")
         # Create-only: the zero old value refuses a ref that exists (another paella raced us).
         batch = "".join(f"create {ref} {commit}\n" for ref, commit in sorted(todo.items()))
+        self.clear_stale_locks(list(todo))
         try:
             self.git(["update-ref", "--stdin"], input=batch.encode())
         except GitError:
@@ -181,11 +204,12 @@ class LocalMirror:
             wanted += _diff_objects(diff)
         negatives = [*bounds, *(f"{oid}^@" for oid in bounds)]
         parents = [f"{c}^@" for c in commits]
-        history = self.git(
-            ["rev-list", "--objects", "--no-object-names", *parents, "--not", *negatives],
-            env=env,
-        )
-        wanted += history.decode().split()
+        if not (bounds and self._history_known(commits, bounds)):
+            history = self.git(
+                ["rev-list", "--objects", "--no-object-names", *parents, "--not", *negatives],
+                env=env,
+            )
+            wanted += history.decode().split()
         if not bounds:
             # Nothing to diff against (a mirror of a repository without branches): what the
             # commits reach beyond their parents, which the line above brought whole.
@@ -211,6 +235,31 @@ class LocalMirror:
             input="".join(f"{oid}\n" for oid in dict.fromkeys(wanted)).encode(),
             env=env,
         )
+
+    def _history_known(self, commits: list[str], bounds: list[str]) -> bool:
+        """Whether the history walk would name nothing: every parent of ``commits`` is a bound
+        or a bound's parent (the usual checkpoint, HEAD unmoved since the newest mirrored
+        one), read from the loose commits paella wrote, with no git process. False when a
+        commit is not loose (then git walks)."""
+        known = set(bounds)
+        for bound in bounds:
+            parents = self._loose_parents(bound)
+            if parents is None:
+                return False
+            known.update(parents)
+        for commit in commits:
+            parents = self._loose_parents(commit)
+            if parents is None or not known.issuperset(parents):
+                return False
+        return True
+
+    def _loose_parents(self, commit: str) -> list[str] | None:
+        """A commit's parents, read from its loose object in the repository or the mirror."""
+        for objects in (self.objects, self.path / "objects"):
+            found = read_loose(objects, commit)
+            if found is not None and found[0] == "commit":
+                return commit_parents(found[1])
+        return None
 
     def _newest_loose(self, todo: Mapping[str, str]) -> list[str]:
         """The newest ref of each kind of the runs of ``todo``, read from the mirror's ref files
@@ -243,18 +292,12 @@ class LocalMirror:
         try:
             with open(self.path / ref, "rb") as handle:
                 oid = handle.read(100).decode("ascii").strip()
-            if not _OBJECT_ID.match(oid):
-                return None
-            with open(self.path / "objects" / oid[:2] / oid[2:], "rb") as handle:
-                raw = zlib.decompress(handle.read())
-        except (OSError, ValueError, zlib.error):
+        except (OSError, ValueError):
             return None
-        digest = hashlib.sha1 if len(oid) == 40 else hashlib.sha256
-        header, _, data = raw.partition(b"\0")
-        kind, _, size = header.partition(b" ")
-        if digest(raw).hexdigest() != oid or kind != b"commit" or size != str(len(data)).encode():
+        found = read_loose(self.path / "objects", oid)
+        if found is None or found[0] != "commit":
             return None
-        return oid, data
+        return oid, found[1]
 
     def delete_refs(self, refs: list[str]) -> None:
         """Delete ``refs`` from the mirror (those that exist)."""
@@ -265,10 +308,21 @@ class LocalMirror:
     def write_state(self, ref: str, run_id: str, tip: StateCopy | None, part: NewPart) -> StateCopy:
         """Add ``part`` as the next state commit on ``ref``, moved only from ``tip`` (an exact
         compare-and-swap), and return it; :class:`StateRaced` when another save moved it first."""
-        copy = state_commit(self.out, run_id, tip, part)
+        if self._loose_ok(tip):
+            assert tip is not None
+            # No git process for the objects: the blob, tree and commit state_commit's four
+            # processes would write, byte for byte (tests/test_mirror_folds.py).
+            copy = state_commit_loose(
+                self.path / "objects", hash_name(tip.commit), run_id, tip, part
+            )
+        else:
+            copy = state_commit(
+                lambda args, data: self.out(args, data, env=PAELLA_IDENTITY), run_id, tip, part
+            )
         commit = copy.commit
         _kill_point("mirror-state")
         old = tip.commit if tip is not None else ""  # empty: the ref must not exist yet
+        self.clear_stale_locks([ref])
         try:
             self.git(["update-ref", ref, commit, old])
         except GitError as err:
@@ -278,9 +332,37 @@ class LocalMirror:
             raise
         return copy
 
-    def out(self, args: list[str], input: bytes | None = None) -> str:
+    def out(
+        self, args: list[str], input: bytes | None = None, env: Mapping[str, str] | None = None
+    ) -> str:
         """Run git in the mirror; its stdout as text, without the trailing newline."""
-        return self.git(args, input=input).decode(errors="surrogateescape").rstrip("\n")
+        return self.git(args, input=input, env=env).decode(errors="surrogateescape").rstrip("\n")
+
+    def _loose_ok(self, tip: StateCopy | None) -> bool:
+        """Whether a state commit may be written here as loose objects by paella itself: the
+        tip's id says the hash, the mirror writes objects under one hash, and no date was set
+        for git in the environment (commit-tree would take it; the git path does then)."""
+        return (
+            tip is not None
+            and not any(os.environ.get(k) for k in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"))
+            and plain_format(self.path)
+        )
+
+    def clear_stale_locks(self, refs: list[str]) -> None:
+        """Remove the lock files of ``refs`` that killed saves left (older than
+        :data:`STALE_REF_LOCK_S`, held open by no process); a recent one stays (its save may be
+        at work: the update fails as before, and the next save after the threshold goes)."""
+        too_old = time.time() - STALE_REF_LOCK_S
+        stale = []
+        for ref in refs:
+            lock = self.path / f"{ref}.lock"
+            try:
+                if lock.stat().st_mtime < too_old:
+                    stale.append(str(lock))
+            except OSError:
+                continue  # none (the usual case)
+        if stale:
+            _remove_unless_open(stale)
 
     def maintain(self) -> None:
         """Roll the small packs and loose objects into one once there are many, and remove what
