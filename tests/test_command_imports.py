@@ -53,6 +53,8 @@ CORE = {
     "paella_tui.supervisor.store.mirror",
     "paella_tui.supervisor.store.mirror_ledger",
     "paella_tui.supervisor.store.mirror_local",
+    # the mirror's loose objects, read (the state tip) and written (a ledger save) with no git
+    "paella_tui.supervisor.store.loose_objects",
     "paella_tui.supervisor.base.owned_lock",
     "paella_tui.supervisor.store.raw_blobs",
     "paella_tui.supervisor.run.run_lock",

@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import os
 import re
-import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -86,7 +85,9 @@ def write_loose(objects: Path, kind: str, data: bytes, hash_algo: str) -> str:
             os.utime(final)
         return oid
     folder.mkdir(exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)
+    # A name of its own (not tempfile's: its import costs every command that reads the mirror).
+    tmp = str(folder / f"tmp_obj_{os.getpid()}_{os.urandom(6).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(zlib.compress(f"{kind} {len(data)}\0".encode() + data, LOOSE_COMPRESSION))
