@@ -12,7 +12,9 @@ Bytes are raw, whatever the repository's configuration: ``update-index`` keeps g
 (only changed files are read again), and every file it (re)hashed is then hashed again here from
 the bytes on disk, with no filter, eol conversion or ``ident``; where git's conversion changed the
 bytes, the raw blob is written (``fast-import``, fed content, never a path) and put in the private
-index instead. The private index runs with ``core.fileMode``/``core.symlinks`` on, and with sparse
+index instead. Which files git may have converted is asked of ``check-attr`` only when an
+attributes file can reach them (``index_update.AttributeSources``: none can, in most
+repositories, and that answer costs no git process). The private index runs with ``core.fileMode``/``core.symlinks`` on, and with sparse
 checkout, skip-worktree, assume-unchanged, split index, fsmonitor and the untracked cache off: a
 snapshot is exactly what is on disk (``raw_blobs``). A corrupt private index is rebuilt on its
 own. A file left out (size cap, churn: see ``churn``) is taken out of the private index too, so no
@@ -39,21 +41,18 @@ from paella_tui.supervisor.base.files import ensure_dir
 from paella_tui.supervisor.base.owned_lock import OwnedLock
 from paella_tui.supervisor.store.change_feed import ChangeFeed
 from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, Churn, churning
-from paella_tui.supervisor.store.git_words import (
-    CORRUPT_INDEX,
-    MISSING_OBJECT,
-    UNENCODABLE,
-    UNPROCESSABLE,
-)
+from paella_tui.supervisor.store.git_words import CORRUPT_INDEX, MISSING_OBJECT
 from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.store.index_update import (
+    AttributeSources,
+    is_attributes_file,
+    update_index,
+)
 from paella_tui.supervisor.store.private_index import Memo, exclude_files, files_signature, seed
 from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG, RawBlobs, filters_off
 from paella_tui.supervisor.store.workspace import Workspace
 
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
-_MAX_RETRIES = 50
-_MAX_ARGV_BYTES = 256 * 1024
-"""Paths to remove that go on update-index's command line (more: a process of their own)."""
 LOCK_TIMEOUT_S = 60.0
 
 
@@ -107,7 +106,8 @@ class Snapshotter:
         self.memo_file = workspace.state_dir / "snapshot.memo.json"
         # One git process reads all the user's configuration a snapshot needs.
         config = workspace.git.run(
-            ["config", "-z", "--get-regexp", r"^(filter\..*|core\.excludesfile)$"], check=False
+            ["config", "-z", "--get-regexp", r"^(filter\..*|core\.(excludesfile|attributesfile))$"],
+            check=False,
         ).stdout
         self.git = Git(
             workspace.root,
@@ -115,6 +115,9 @@ class Snapshotter:
             config=(*PRIVATE_CONFIG, *filters_off(workspace, config)),
         )
         self._exclude_files = exclude_files(workspace, config)
+        self.attributes = AttributeSources(workspace, config)
+        self.attribute_checks = 0
+        """How many snapshots asked ``check-attr`` which hashed paths git may have converted."""
         self._memo = Memo(self.memo_file, self.index_file)
         self.raw = RawBlobs(self.git, workspace.root)
         self.changes = ChangeFeed()
@@ -220,8 +223,14 @@ class Snapshotter:
         # refuses a path whose folder became a symlink ("beyond a symbolic link") and would
         # keep its stale entry. Left out means out of the tree too: an older version kept in
         # the private index would be given back by a rollback as if it were the file's content.
-        self._update_index(to_update, skipped, remove=[*gone, *(s.path for s in skipped)])
-        self.raw.keep_raw_bytes(self.raw.converting(to_update))
+        removed = [*gone, *(s.path for s in skipped)]
+        for path, why in update_index(self.git, self.raw, to_update, remove=removed):
+            skipped.append(SkippedFile(path, why))
+        # The private index's .gitattributes entries now: the memo's, and any just added.
+        attributes = _attributes_after(memo, to_update)
+        if self.attributes.may_apply(to_update, attributes):
+            self.attribute_checks += 1
+            self.raw.keep_raw_bytes(self.raw.converting(to_update))
         return self._finish(memo, changed, gone, untracked, skipped, churn.state)
 
     def _listing(self, paths: list[str] | None) -> tuple[list[str], list[str]]:
@@ -321,12 +330,14 @@ class Snapshotter:
         if rules_changed:
             self._drop_newly_ignored()
         known_links = memo.get("gitlinks") if memo is not None else None
+        attributes = _attributes_after(memo, [*changed, *untracked], gone)
         if (
             known_links is None
+            or attributes is None
             or any(p.endswith("/") for p in untracked)
             or not set(known_links).isdisjoint([*changed, *gone])
         ):
-            links = self._gitlinks()
+            links, attributes = self._index_listing()
         else:
             links = list(known_links)
         tree = self.git.out(["write-tree"])
@@ -343,6 +354,7 @@ class Snapshotter:
         self._memo.save(
             ignore=ignore_sig,
             gitlinks=links,
+            attributes=attributes,
             churn=churn,
             blind=blind,
             skipped=[s.path for s in skipped],
@@ -405,52 +417,6 @@ class Snapshotter:
     def _nested_commit(self, path: str) -> str | None:
         return Git(self.workspace.root / path).rev_parse("HEAD^{commit}")
 
-    def _update_index(
-        self, paths: list[str], skipped: list[SkippedFile], *, remove: list[str]
-    ) -> None:
-        """Take ``remove``'s entries out (by force), then (re)hash ``paths``: one git process
-        when the removals fit on its command line."""
-        removals: list[str] = []
-        if sum(len(p) + 3 for p in remove) <= _MAX_ARGV_BYTES:
-            # Paths on the command line are taken in order, before --stdin's; "./" keeps a path
-            # that starts with a dash from reading as an option.
-            removals = ["--force-remove", *(f"./{p}" for p in remove), "--no-force-remove"]
-        elif remove:
-            self.git.run(
-                ["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(remove)
-            )
-        pending = list(dict.fromkeys(paths))
-        for _ in range(_MAX_RETRIES):
-            if not pending and not removals:
-                return
-            try:
-                self.git.run(
-                    ["update-index", *removals, "--add", "--remove", "-z", "--stdin"],
-                    input=encode_paths_z(pending),
-                )
-                return
-            except GitError as err:
-                encoding = UNENCODABLE.search(err.stderr)
-                if encoding is not None and encoding.group(1) in pending:
-                    # Its bytes are what a snapshot keeps: store them raw, past git's conversion.
-                    bad = encoding.group(1)
-                    pending.remove(bad)
-                    if not self.raw.add_raw(bad):
-                        skipped.append(SkippedFile(bad, "unreadable"))
-                    continue
-                # One unreadable path makes git refuse the whole batch: leave that one out, loudly,
-                # and snapshot the rest rather than nothing.
-                match = UNPROCESSABLE.search(err.stderr)
-                if match is None or match.group(1) not in pending:
-                    raise
-                bad = match.group(1)
-                reason = (
-                    err.stderr.strip().splitlines()[0] if err.stderr.strip() else "git refused it"
-                )
-                skipped.append(SkippedFile(bad, f"unreadable: {reason}"))
-                pending.remove(bad)
-        raise GitError(["update-index"], 1, f"gave up after {_MAX_RETRIES} unreadable paths")
-
     def _drop_newly_ignored(self) -> None:
         # A path snapshotted while untracked stays in the private index even after it becomes
         # ignored; drop it unless the user's own index tracks it (force-added files stay in).
@@ -469,13 +435,31 @@ class Snapshotter:
         """The id git gives a blob of exactly these bytes (see :class:`RawBlobs`)."""
         return self.raw.blob_id(data, like=like)
 
-    def _gitlinks(self) -> list[str]:
+    def _index_listing(self) -> tuple[list[str], list[str]]:
+        """The private index's gitlinks and its ``.gitattributes`` entries (one listing)."""
         data = self.git.run(["ls-files", "-z", "--stage"]).stdout
-        links = []
+        links, attributes = [], []
         for entry in data.split(b"\0"):
+            if not entry:
+                continue
+            path = entry.split(b"\t", 1)[1].decode(errors="surrogateescape")
             if entry.startswith(b"160000 "):
-                links.append(entry.split(b"\t", 1)[1].decode(errors="surrogateescape"))
-        return links
+                links.append(path)
+            elif is_attributes_file(path):
+                attributes.append(path)
+        return links, attributes
+
+
+def _attributes_after(
+    memo: dict[str, Any] | None, added: Iterable[str], gone: Iterable[str] = ()
+) -> list[str] | None:
+    """The private index's ``.gitattributes`` entries after a snapshot added ``added`` and took
+    ``gone`` out, from the memo's list of them before; None when the memo has none."""
+    known = (memo or {}).get("attributes")
+    if not isinstance(known, list):
+        return None
+    out = set(gone)
+    return sorted({*(p for p in known if p not in out), *filter(is_attributes_file, added)})
 
 
 def _lstat(path: os.PathLike[str]) -> os.stat_result | None:

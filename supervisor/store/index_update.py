@@ -1,0 +1,157 @@
+"""The private index's update for a snapshot, and whether git may have converted what it hashed.
+
+:func:`update_index` takes the removed entries out and (re)hashes the changed paths in one
+``update-index`` when it can, leaving out (and naming) a path git cannot read.
+
+:class:`AttributeSources` answers, with no git process, whether any git attribute can apply to
+the paths just hashed. The private index runs with ``core.autocrlf=false`` and every filter a
+no-op (:mod:`raw_blobs`), so git changes a file's bytes only through an attribute (``text``,
+``eol``, ``crlf``, ``filter``, ``ident``, ``working-tree-encoding``); with none possible, the
+``check-attr`` that finds the converted paths would find none and is not run. An attribute can
+come from these files, and only these (gitattributes(5)); any one present means "may apply":
+
+- ``.gitattributes`` in the folder of a path or any folder above it, on disk (any file type,
+  ignored or not: git reads it either way) or, where the disk has none, in the private index
+  (git falls back to the index's copy): the entries named so are kept in the snapshot's memo;
+- ``info/attributes`` of the repository (``$GIT_DIR`` and the common folder);
+- the global file: ``core.attributesFile`` when configured (then always "may apply"), else
+  ``$XDG_CONFIG_HOME/git/attributes`` or ``~/.config/git/attributes``;
+- the system file ``$(sysconfdir)/gitattributes`` unless ``GIT_ATTR_NOSYSTEM`` is true: git's
+  build decides the folder, so every usual one is looked at (``/etc``, and ``etc`` beside the
+  ``bin`` of the git that runs, as a link and resolved).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.store.git_words import UNENCODABLE, UNPROCESSABLE
+from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.store.raw_blobs import RawBlobs
+from paella_tui.supervisor.store.workspace import Workspace
+
+_MAX_RETRIES = 50
+_MAX_ARGV_BYTES = 256 * 1024
+"""Paths to remove that go on update-index's command line (more: a process of their own)."""
+ATTRIBUTES_NAME = ".gitattributes"
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def update_index(
+    git: Git, raw: RawBlobs, paths: list[str], *, remove: list[str]
+) -> list[tuple[str, str]]:
+    """Take ``remove``'s entries out (by force), then (re)hash ``paths``: one git process when
+    the removals fit on its command line. Returns the paths left out, with why."""
+    left_out: list[tuple[str, str]] = []
+    removals: list[str] = []
+    if sum(len(p) + 3 for p in remove) <= _MAX_ARGV_BYTES:
+        # Paths on the command line are taken in order, before --stdin's; "./" keeps a path
+        # that starts with a dash from reading as an option.
+        removals = ["--force-remove", *(f"./{p}" for p in remove), "--no-force-remove"]
+    elif remove:
+        git.run(["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(remove))
+    pending = list(dict.fromkeys(paths))
+    for _ in range(_MAX_RETRIES):
+        if not pending and not removals:
+            return left_out
+        try:
+            git.run(
+                ["update-index", *removals, "--add", "--remove", "-z", "--stdin"],
+                input=encode_paths_z(pending),
+            )
+            return left_out
+        except GitError as err:
+            encoding = UNENCODABLE.search(err.stderr)
+            if encoding is not None and encoding.group(1) in pending:
+                # Its bytes are what a snapshot keeps: store them raw, past git's conversion.
+                bad = encoding.group(1)
+                pending.remove(bad)
+                if not raw.add_raw(bad):
+                    left_out.append((bad, "unreadable"))
+                continue
+            # One unreadable path makes git refuse the whole batch: leave that one out, loudly,
+            # and snapshot the rest rather than nothing.
+            match = UNPROCESSABLE.search(err.stderr)
+            if match is None or match.group(1) not in pending:
+                raise
+            bad = match.group(1)
+            reason = err.stderr.strip().splitlines()[0] if err.stderr.strip() else "git refused it"
+            left_out.append((bad, f"unreadable: {reason}"))
+            pending.remove(bad)
+    raise GitError(["update-index"], 1, f"gave up after {_MAX_RETRIES} unreadable paths")
+
+
+def is_attributes_file(path: str) -> bool:
+    """Whether an index path is a ``.gitattributes`` (any case: a case-blind disk reads it)."""
+    return os.path.basename(path).lower() == ATTRIBUTES_NAME
+
+
+def _folders(paths: Iterable[str]) -> set[str]:
+    """Every folder that holds one of ``paths``, up to the top ("")."""
+    folders = {""}
+    for path in paths:
+        parts = path.rstrip("/").split("/")[:-1]
+        for end in range(1, len(parts) + 1):
+            folders.add("/".join(parts[:end]))
+    return folders
+
+
+def system_attribute_files() -> list[Path]:
+    """Where git's system-wide attributes file may be (``$(sysconfdir)/gitattributes``)."""
+    found = [Path("/etc/gitattributes")]
+    git = shutil.which("git")
+    if git:
+        for exe in dict.fromkeys([Path(git), Path(os.path.realpath(git))]):
+            prefix = exe.parent.parent  # <prefix>/bin/git, or <prefix>/libexec/git-core/git
+            found += [prefix / "etc" / "gitattributes", prefix.parent / "etc" / "gitattributes"]
+    return list(dict.fromkeys(found))
+
+
+class AttributeSources:
+    """The files a git attribute can come from, for one workspace's snapshots."""
+
+    def __init__(self, workspace: Workspace, config: bytes) -> None:
+        self.root = workspace.root
+        self.configured = False
+        """``core.attributesFile`` is set: attributes are always looked up."""
+        for item in config.split(b"\0"):
+            if item.partition(b"\n")[0].lower() == b"core.attributesfile":
+                self.configured = True
+        files = [workspace.git_dir / "info" / "attributes"]
+        files.append(workspace.common_dir / "info" / "attributes")
+        xdg = os.environ.get("XDG_CONFIG_HOME", "")
+        home = os.environ.get("HOME")
+        if xdg:
+            files.append(Path(xdg) / "git" / "attributes")
+        elif home:
+            files.append(Path(home) / ".config" / "git" / "attributes")
+        if os.environ.get("GIT_ATTR_NOSYSTEM", "").strip().lower() in _FALSE:
+            files += system_attribute_files()
+        self.files = files
+
+    def may_apply(self, paths: list[str], in_index: Iterable[str] | None) -> bool:
+        """Whether any attribute can apply to ``paths``: ``in_index`` names the private index's
+        ``.gitattributes`` entries (None: not known, so yes)."""
+        if not paths:
+            return False
+        if in_index is None or self.configured or any(_exists(f) for f in self.files):
+            return True
+        folders = _folders(paths)
+        if any(os.path.dirname(entry) in folders for entry in in_index):
+            return True
+        return any(_exists(self.root / folder / ATTRIBUTES_NAME) for folder in folders)
+
+
+def _exists(path: Path) -> bool:
+    """Anything at ``path`` (a file, a folder, a dangling link): lstat, not stat."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True  # unreadable: it may be there
+    return True
