@@ -10,7 +10,6 @@ do not name).
 from __future__ import annotations
 
 import json
-from importlib.resources import files
 from typing import Any, Literal
 
 SCHEMA_VERSION = 1
@@ -22,6 +21,10 @@ SCHEMA_NAMES: tuple[SchemaName, ...] = ("status", "checkpoints", "gates", "steps
 
 def load_schema(name: SchemaName) -> dict[str, Any]:
     """The JSON schema of ``paella NAME --json``, read from the installed package."""
+    # Here, not at the top: importlib.resources (and tempfile) cost every command that only
+    # needs SCHEMA_VERSION.
+    from importlib.resources import files
+
     text = files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema

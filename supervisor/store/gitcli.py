@@ -12,7 +12,6 @@ repository never blocks a checkpoint.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -75,6 +74,8 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     """A ``preexec_fn`` that makes the child get SIGKILL when paella dies (Linux), else None."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes  # here: a command that runs only read-only git never loads it
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl

@@ -100,15 +100,20 @@ def _folders(paths: Iterable[str]) -> set[str]:
     return folders
 
 
+_SYSTEM_FILES: list[Path] = []
+
+
 def system_attribute_files() -> list[Path]:
     """Where git's system-wide attributes file may be (``$(sysconfdir)/gitattributes``)."""
-    found = [Path("/etc/gitattributes")]
-    git = shutil.which("git")
-    if git:
-        for exe in dict.fromkeys([Path(git), Path(os.path.realpath(git))]):
-            prefix = exe.parent.parent  # <prefix>/bin/git, or <prefix>/libexec/git-core/git
-            found += [prefix / "etc" / "gitattributes", prefix.parent / "etc" / "gitattributes"]
-    return list(dict.fromkeys(found))
+    if not _SYSTEM_FILES:
+        found = [Path("/etc/gitattributes")]
+        git = shutil.which("git")
+        if git:
+            for exe in dict.fromkeys([Path(git), Path(os.path.realpath(git))]):
+                prefix = exe.parent.parent  # <prefix>/bin/git, or <prefix>/libexec/git-core/git
+                found += [prefix / "etc" / "gitattributes", prefix.parent / "etc" / "gitattributes"]
+        _SYSTEM_FILES.extend(dict.fromkeys(found))
+    return list(_SYSTEM_FILES)
 
 
 class AttributeSources:
