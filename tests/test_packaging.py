@@ -191,6 +191,7 @@ class Venv:
 
     def __init__(self, path: Path, pip_cache: Path, python: str = sys.executable) -> None:
         subprocess.run([python, "-m", "venv", "--without-pip", str(path)], check=True)
+        self.path = path
         # Commands run beside the venv, never in the repository: its root holds a supervisor/
         # folder that `python -c` would import first.
         self.cwd = path.parent
@@ -249,20 +250,41 @@ def tree_digest(folder: Path) -> dict[str, str]:
     }
 
 
+# Imports every module of paella_tui (``__main__`` runs the command, so it is left out): a file
+# missing or broken, or a dependency gone, fails here.
+IMPORT_EVERY_MODULE = """\
+import importlib, pkgutil, paella_tui
+names = [m.name for m in pkgutil.walk_packages(paella_tui.__path__, "paella_tui.")]
+for name in names:
+    if name != "paella_tui.__main__":
+        importlib.import_module(name)
+print(len(names))
+"""
+
+
 @pytest.mark.slow
 def test_paella_and_supervisord_live_in_one_environment_in_both_orders(
     dists: Dists, pip_cache: Path, tmp_path: Path
 ) -> None:
+    """The demo is played once, with both packages installed. After each later install or
+    uninstall the environment is compared file by file (sha256, bytecode caches aside) with
+    the one the demo ran in: byte for byte the same files run the same way, so replaying the
+    demo (4 s of CPU each) would check nothing more. ``paella status --tmux`` and an import of
+    every module then show the installed command and package really run."""
     venv = Venv(tmp_path / "venv", pip_cache)
     wheel = str(dists.wheel_from_sdist)
-    runs = iter(range(10))
+    demo = tmp_path / "demo"
 
     def paella_works() -> None:
-        where = tmp_path / f"demo-{next(runs)}"
-        out = venv.ok("paella", "demo", "--headless", "--fast", "--dir", str(where), cwd=tmp_path)
+        out = venv.ok("paella", "demo", "--headless", "--fast", "--dir", str(demo), cwd=tmp_path)
         assert "done" in out
-        status = venv.ok("paella", "-C", str(where), "status", "--tmux")
+        paella_runs()
+
+    def paella_runs() -> None:
+        status = venv.ok("paella", "-C", str(demo), "status", "--tmux")
         assert status.startswith("paella ✓ done"), status
+        count = venv.ok("python", "-c", IMPORT_EVERY_MODULE).strip()
+        assert int(count) > 120, count
 
     def supervisord_works() -> None:
         assert venv.ok("supervisord", "--version").strip() == "4.3.0"
@@ -270,7 +292,11 @@ def test_paella_and_supervisord_live_in_one_environment_in_both_orders(
 
     # paella-tui first (with its dependencies), then supervisord.
     venv.pip("install", wheel)
+    paella_alone = tree_digest(venv.path)
     venv.pip("install", "supervisor==4.3.0")
+    both = tree_digest(venv.path)
+    # Installing supervisord changed no file of paella-tui or of its dependencies.
+    assert {p: both.get(p) for p in paella_alone} == paella_alone
     theirs = venv.site_packages() / "supervisor"
     untouched = tree_digest(theirs)
     paella_works()
@@ -284,16 +310,19 @@ def test_paella_and_supervisord_live_in_one_environment_in_both_orders(
     assert not (venv.bin / "paella").exists()
     assert venv.run("python", "-c", "import paella_tui").returncode != 0
 
-    # supervisord first, then paella-tui (its dependencies are still installed).
+    # supervisord first, then paella-tui (its dependencies are still installed): the very
+    # environment the demo ran in.
     venv.pip("install", "--no-deps", wheel)
     assert tree_digest(theirs) == untouched
-    paella_works()
+    assert tree_digest(venv.path) == both
+    paella_runs()
     supervisord_works()
 
-    # Uninstalling supervisord leaves paella-tui whole.
+    # Uninstalling supervisord leaves paella-tui whole: the environment before supervisord came.
     venv.pip("uninstall", "-y", "supervisor")
     assert not theirs.exists()
-    paella_works()
+    assert tree_digest(venv.path) == paella_alone
+    paella_runs()
 
 
 def find_python(minor: int) -> str | None:
