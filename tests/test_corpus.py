@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_paella_in_process
 
 from paella_tui.supervisor.agent.profiles.registry import PROFILES
 from paella_tui.supervisor.agent.profiles.stream import DecodedStats
@@ -304,12 +305,14 @@ def test_paella_resume_refuses_before_a_far_reset_unless_told_now(
         ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"],
     )
     assert code == 1
-    status = json.loads(paella(repo, "status", "--json").stdout)
+    # What the run left is read in this process (``run_paella_in_process``); the resumes are the
+    # real command.
+    status = json.loads(run_paella_in_process(repo, "status", "--json").stdout)
     assert status["state"] == "stopped"
     assert status["retry"]["until"] > datetime.now(UTC).timestamp()
     assert "17:30 Asia/Jerusalem" in status["retry"]["reason"]
 
-    shown = paella(repo, "status").stdout
+    shown = run_paella_in_process(repo, "status").stdout
     assert "next attempt not before" in shown and "17:30 Asia/Jerusalem" in shown
 
     refused = paella(repo, "resume", "--headless")
@@ -334,7 +337,7 @@ def test_paella_resume_refuses_before_a_far_reset_unless_told_now(
     ],
 )
 def test_paella_check_says_which_agent_version_it_found(
-    repo: Path, tmp_path: Path, paella: Any, printed: str, expected: str
+    repo: Path, tmp_path: Path, printed: str, expected: str
 ) -> None:
     import tomli_w
 
@@ -349,7 +352,9 @@ def test_paella_check_says_which_agent_version_it_found(
         "episode": [{"name": "done", "gates": ["done"]}],
     }
     (repo / "paella.toml").write_text(tomli_w.dumps(contract))
-    shown = paella(repo, "check", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    shown = run_paella_in_process(
+        repo, "check", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    )
     assert shown.returncode == 0, shown.stderr
     assert expected in shown.stdout
 
