@@ -76,8 +76,10 @@ def isolated_git_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """No user or system git config (only ``TEST_GIT_CONFIG``), a test identity, NO_COLOR, no
     PAELLA_STATE_DIR, and a private XDG state dir (where paella keeps its mirrors and run
     locks)."""
+    global _REPO_TEMPLATE_HOME
     global_config = tmp_path_factory.mktemp("git-global") / "config"
     global_config.write_text(TEST_GIT_CONFIG)
+    _REPO_TEMPLATE_HOME = tmp_path_factory.mktemp("repo-template")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state-session")))
         for name in _REMOVED:
@@ -239,15 +241,53 @@ def git() -> GitRunner:
     return GitRunner()
 
 
-def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
-    """A real repository at ``path`` on branch ``main`` with one commit (``README.md``)."""
-    g = git_runner or GitRunner()
-    path.mkdir(parents=True, exist_ok=True)
+# Where this process keeps the repository make_repo copies (set by isolated_git_environment).
+_REPO_TEMPLATE_HOME: Path | None = None
+
+
+def _init_repo(path: Path, g: GitRunner) -> None:
     g(path, "init", "-q", "-b", "main")
     (path / "README.md").write_text("hello\n")
     g(path, "add", "README.md")
     g(path, "commit", "-q", "-m", "initial")
+
+
+def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
+    """A real repository at ``path`` on branch ``main`` with one commit (``README.md``).
+
+    ``git init``, ``add`` and ``commit`` run once per test process, in a template; each
+    repository after that is a copy of the template's ``.git`` without its index, and ``git
+    read-tree --reset -u HEAD`` writes the index and ``README.md``: the same files as init, add
+    and commit leave (the index byte for byte but for each file's own stat data, cache tree
+    included; no reflog entry or ORIG_HEAD more), in one git process instead of three. Only
+    the commit's id and time are shared by the process's repositories."""
+    g = git_runner or GitRunner()
+    path.mkdir(parents=True, exist_ok=True)
+    template = _repo_template(g)
+    if template is None or (path / ".git").exists():
+        _init_repo(path, g)
+        return path.resolve()
+    shutil.copytree(template, path / ".git", symlinks=True, ignore=_index_only)
+    (path / "README.md").write_text("hello\n")
+    g(path, "read-tree", "--reset", "-u", "HEAD")
     return path.resolve()
+
+
+def _index_only(folder: str, names: list[str]) -> list[str]:
+    return ["index"] if os.path.basename(folder) == ".git" else []
+
+
+def _repo_template(g: GitRunner) -> Path | None:
+    """The ``.git`` of a repository made by ``_init_repo`` once in this process (None outside
+    a test session)."""
+    if _REPO_TEMPLATE_HOME is None:
+        return None
+    repo = _REPO_TEMPLATE_HOME / "repo"
+    if not (repo / ".git" / "index").exists():
+        shutil.rmtree(repo, ignore_errors=True)
+        repo.mkdir()
+        _init_repo(repo, g)
+    return repo / ".git"
 
 
 @pytest.fixture
