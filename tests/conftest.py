@@ -92,6 +92,9 @@ def isolated_git_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterat
         mp.setenv("NO_COLOR", "1")
         for name, value in TEST_IDENTITY.items():
             mp.setenv(name, value)
+        # Made now, in this clean environment, not by whichever test first needs a repository
+        # (it may have set a commit date or another identity for its own commits).
+        _repo_template(GitRunner())
         yield
 
 
