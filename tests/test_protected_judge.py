@@ -147,5 +147,6 @@ async def test_g_with_no_agent_running_judges_the_checks_as_frozen(
     finished = await judge_once(run, view.contract, lambda _event: None, view)
     assert finished.frozen == (path,)
     assert [r.status for r in finished.results] == ["fail"]
+    run.ledger.flush()  # judge_once records through the ledger's writer thread
     assert p.ledger()[-1]["kind"] == "evaluation-finished"
     assert p.ledger()[-1]["frozen"] == [path]
