@@ -44,7 +44,7 @@ from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord, records
 from paella_tui.supervisor.store.rollback import rollback
-from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.sequenced import SequencedSnapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
 SCRIPTS = Path(__file__).parent / "gate_scripts"
@@ -84,7 +84,8 @@ class Harness:
     def __init__(self, repo: Path, contract: Contract, run: Run | None = None) -> None:
         self.repo = repo
         self.workspace = Workspace.find(repo)
-        self.snapshotter = Snapshotter(self.workspace)
+        # The run loop's snapshotter: checks after the gates share scans begun after they ended.
+        self.snapshotter = SequencedSnapshotter(self.workspace)
         self.contract = contract
         self.run = run or RunStore(self.workspace).create(contract, manual=False)
         self.events: list[Event] = []

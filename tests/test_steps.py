@@ -18,9 +18,9 @@ from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.contract.model import DEFAULT_STEPS_KEEP
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.checkpoints import take_checkpoint
+from paella_tui.supervisor.store.sequenced import SequencedSnapshotter
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.steps import (
-    SequencedSnapshotter,
     StepKeeper,
     StepRecord,
     find,

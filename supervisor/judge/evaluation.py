@@ -9,7 +9,8 @@ A gate result is stale when the tree moved while the gate ran (under its ``paths
 that has them): it is shown as such (its
 ``GateFinished`` has ``stale=True``) but never cached, never used for a checkpoint or a
 regression, and another evaluation is queued. The tree is checked right after each gate ends,
-so a short gate's verdict is shown (and kept) without waiting for the longest gate.
+so a short gate's verdict is shown (and kept) without waiting for the longest gate; any full scan
+begun after the gate ended is that check (:mod:`tree_moved`: gates ending together share one).
 
 When an evaluation shows more episodes complete on T than on the base, T becomes a green
 checkpoint at once and the new base. Regressions follow the run state's one rule
@@ -37,6 +38,7 @@ from paella_tui.supervisor.judge.frozen import GateFolder, Judged
 from paella_tui.supervisor.judge.gate_cache import GateCache
 from paella_tui.supervisor.judge.gates import log_tail, next_log_path, run_gate
 from paella_tui.supervisor.judge.regression_text import regression_message
+from paella_tui.supervisor.judge.tree_moved import moved_under_gate
 from paella_tui.supervisor.run.events import (
     CheckpointTaken,
     DriftDetected,
@@ -60,6 +62,7 @@ from paella_tui.supervisor.run.state import (
 from paella_tui.supervisor.run.state_store import fold_records
 from paella_tui.supervisor.store import checkpoints
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.store.sequenced import take_fresh
 from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
 
 log = logging.getLogger(__name__)
@@ -230,6 +233,7 @@ class Evaluator:
         if self._waiting is None:
             self._waiting = Request(reason, force, follow)
         else:
+            self._waiting.since = time.monotonic()
             self._waiting.reason = reason
             self._waiting.force = self._waiting.force or force
             # One trigger that was not the watcher's makes the whole request a full scan.
@@ -278,7 +282,7 @@ class Evaluator:
         epoch = self._epoch
         # The snapshot that starts an evaluation the watcher asked for follows its changed paths
         # (issue 17); any other trigger, and the checks after each gate, scan everything.
-        snap = await asyncio.to_thread(self._snapshot, request.follow)
+        snap = await asyncio.to_thread(self._snapshot, request)
         judged, cwd = Judged(snap.tree, ()), self._run.workspace.root
         if self._folder is not None:
             judged, cwd = await asyncio.to_thread(self._folder.place, snap.tree)
@@ -372,29 +376,21 @@ class Evaluator:
                     tree=current.tree,
                     message=f'gate "{gate.name}" could not run: {exc}',
                 )
-        moved = await self._moved(gate, current)
+            ended = time.monotonic()
+        moved = await moved_under_gate(
+            gate,
+            current,
+            ended=ended,
+            snapshotter=self._snapshotter,
+            cache=self._cache,
+            warn=lambda message: self._notice(message, "warning"),
+        )
         results[gate.name] = result
         if moved:
             stale.add(gate.name)
         else:
             self._cache.put(gate.name, current.judged.tree, result)
         self._emit(GateFinished(result=result, stale=moved))
-
-    async def _moved(self, gate: Gate, current: Pass) -> bool:
-        """Whether the workspace left the pass's tree while ``gate`` ran, in a path the gate
-        reads: anywhere for a gate without ``paths``, else under them (README: a gate's
-        ``paths``). The tree is snapshotted again at each gate's end."""
-        async with current.check:
-            try:
-                now = (await asyncio.to_thread(self._snapshot)).tree
-            except PaellaError as exc:
-                # Unverifiable is as good as moved: such a result must not be trusted.
-                self._notice(f"could not check the tree after a gate: {exc}", "warning")
-                return True
-        if now == current.tree:
-            return False
-        # Changes only where the gate does not read leave its verdict on the pass's tree true.
-        return not await asyncio.to_thread(self._cache.untouched, gate, current.tree, now)
 
     async def _reusable(self, gate: Gate, tree: str, judged: str) -> GateResult | None:
         """A known result for ``gate`` on ``tree`` (which it judges as ``judged``): cached, or
@@ -405,10 +401,14 @@ class Evaluator:
         previous = self._latest.get(gate.name)
         return await asyncio.to_thread(self._cache.unchanged, gate, tree, judged, previous)
 
-    def _snapshot(self, follow_changes: bool = False) -> Snapshot:
-        """Snapshot the workspace under the lock (blocking: called in a thread)."""
-        return self._snapshotter.take_locked(
-            "a snapshot for the gates", follow_changes=follow_changes
+    def _snapshot(self, request: Request) -> Snapshot:
+        """The tree since the request's newest trigger: a full scan begun after it, or a new
+        snapshot under the lock (blocking: called in a thread)."""
+        return take_fresh(
+            self._snapshotter,
+            request.since,
+            "a snapshot for the gates",
+            follow_changes=request.follow,
         )
 
     def _requeue_after_stale(self) -> None:

@@ -4,6 +4,7 @@ ways they end (split from :mod:`paella_tui.supervisor.judge.evaluation`)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +26,8 @@ class Request:
     force: bool
     follow: bool = False
     """Only the watcher's settled paths changed since the last snapshot (issue 17)."""
+    since: float = field(default_factory=time.monotonic)
+    """When the newest trigger came (``time.monotonic()``): a scan begun after it may answer."""
     waiters: list[asyncio.Future[EvaluationFinished]] = field(default_factory=list)
     on_tree: list[Callable[[str], None]] = field(default_factory=list)
     """Told the tree this request's pass judges, once it is snapshotted (before its gates run)."""

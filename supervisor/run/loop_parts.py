@@ -49,7 +49,7 @@ from paella_tui.supervisor.run.state import RunState
 from paella_tui.supervisor.run.state_store import StateStore
 from paella_tui.supervisor.store import checkpoints as ckpt
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
-from paella_tui.supervisor.store.steps import SequencedSnapshotter
+from paella_tui.supervisor.store.sequenced import SequencedSnapshotter
 from paella_tui.supervisor.watch.flapping import QUIET_RESUME_S, FlapGuard
 from paella_tui.supervisor.watch.watcher import WorkspaceWatcher
 

@@ -36,7 +36,7 @@ from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.run.state import RunState
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.rollback import rollback
-from paella_tui.supervisor.store.steps import SequencedSnapshotter
+from paella_tui.supervisor.store.sequenced import SequencedSnapshotter
 from paella_tui.supervisor.store.tree_diff import changes_between
 
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
-from collections import OrderedDict
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,9 +27,9 @@ from paella_tui.supervisor.base.errors import GitError, PaellaError, UsageError
 from paella_tui.supervisor.run.events import Event
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord, create_numbered_ref
-from paella_tui.supervisor.store.snapshot import DEFAULT_MAX_FILE_SIZE, Snapshot, Snapshotter
+from paella_tui.supervisor.store.sequenced import SequencedSnapshotter, take_fresh
+from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.tree_diff import changes_between, totals
-from paella_tui.supervisor.store.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -251,47 +250,6 @@ def _head(run: Run) -> tuple[str | None, str | None]:
     return lines[0], branch
 
 
-class SequencedSnapshotter(Snapshotter):
-    """A snapshotter that numbers its snapshots in the order they were taken (under the lock).
-
-    The gates' evaluation and the step keeper both snapshot the workspace, in threads, and hear
-    of the result in whatever order the event loop delivers it; the numbers let the keeper put
-    an older tree, delivered late, after a newer one it already kept (no step goes backwards).
-    """
-
-    KEEP = 256
-    """How many recent trees keep their number."""
-
-    def __init__(
-        self,
-        workspace: Workspace,
-        *,
-        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
-        exclude: Sequence[str] = (),
-    ) -> None:
-        super().__init__(workspace, max_file_size=max_file_size, exclude=exclude)
-        self.sequence = 0
-        """The number of the newest snapshot."""
-        self._numbers: OrderedDict[str, int] = OrderedDict()
-        self._guard = threading.Lock()
-
-    def take(self, *, follow_changes: bool = False) -> Snapshot:
-        """Snapshot (the caller holds the lock), and number the tree."""
-        snap = super().take(follow_changes=follow_changes)
-        with self._guard:
-            self.sequence += 1
-            self._numbers[snap.tree] = self.sequence
-            self._numbers.move_to_end(snap.tree)
-            while len(self._numbers) > self.KEEP:
-                self._numbers.popitem(last=False)
-        return snap
-
-    def number(self, tree: str) -> int | None:
-        """The number of the newest snapshot that found ``tree`` (None: not among the recent)."""
-        with self._guard:
-            return self._numbers.get(tree)
-
-
 class StepKeeper:
     """Takes the run's steps as the workspace settles, one at a time, off the event loop.
 
@@ -330,9 +288,12 @@ class StepKeeper:
         self._closed = False
         self._kept_number = 0
         """The snapshot number of the newest step kept (0: unknown)."""
+        self._settled_at = float("-inf")
+        """When the newest settle asked for a step (``time.monotonic()``)."""
 
     def request(self) -> None:
         """The workspace settled: snapshot it and keep the tree as a step if it changed."""
+        self._settled_at = time.monotonic()
         self._enqueue(None)
 
     def note(self, tree: str) -> None:
@@ -381,7 +342,9 @@ class StepKeeper:
 
     def _keep(self, tree: str | None) -> StepRecord | None:
         if tree is None:
-            tree = self._snapshotter.take_locked("a step").tree
+            # Any full scan begun after the newest settle holds what settled (a gate's end
+            # check often took one a moment ago): it is the step, with no snapshot of its own.
+            tree = take_fresh(self._snapshotter, self._settled_at, "a step").tree
         number = (
             self._snapshotter.number(tree)
             if isinstance(self._snapshotter, SequencedSnapshotter)
