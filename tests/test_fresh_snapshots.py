@@ -240,3 +240,31 @@ async def test_an_evaluation_asked_after_an_edit_never_shares_an_older_scan(repo
         assert [e.stale for e in events if isinstance(e, GateFinished)] == [False, False]
     finally:
         await evaluator.close()
+
+
+async def test_a_pass_the_tree_moved_under_is_judged_again_on_the_scan_that_saw_it(
+    repo: Path,
+) -> None:
+    """The gate writes a file the first time it runs: its check's scan finds the moved tree, and
+    the evaluation queued for it judges that scan (no scan of its own); then its own gate's check
+    scans once more."""
+    bump = "import pathlib; p = pathlib.Path('n.txt'); p.read_text() or p.write_text('x')"
+    (repo / "n.txt").write_text("")
+    evaluator, events = _evaluator(repo, [{"name": "bump", "cmd": _py(bump)}])
+    snapshotter = evaluator._snapshotter
+    assert isinstance(snapshotter, SequencedSnapshotter)
+    try:
+        first = await evaluator.evaluate("start")
+        assert first.stale
+        checked = snapshotter._fresh
+        assert checked is not None
+        full = snapshotter.scans["full"]
+        await evaluator.idle()
+        finished = [e for e in events if isinstance(e, EvaluationFinished)]
+        assert [e.stale for e in finished] == [True, False]
+        assert finished[1].tree == checked[1].tree != first.tree
+        assert (repo / "n.txt").read_text() == "x"
+        # The second pass shared the first one's check; its own gate's check scanned once.
+        assert snapshotter.scans["full"] == full + 1
+    finally:
+        await evaluator.close()

@@ -37,6 +37,7 @@ from paella_tui.supervisor.judge.evaluation_queue import Pass, Request, as_stale
 from paella_tui.supervisor.judge.frozen import GateFolder, Judged
 from paella_tui.supervisor.judge.gate_cache import GateCache
 from paella_tui.supervisor.judge.gates import log_tail, next_log_path, run_gate
+from paella_tui.supervisor.judge.green_checkpoint import green_checkpoint
 from paella_tui.supervisor.judge.regression_text import regression_message
 from paella_tui.supervisor.judge.tree_moved import moved_under_gate
 from paella_tui.supervisor.run.events import (
@@ -61,7 +62,7 @@ from paella_tui.supervisor.run.state import (
 )
 from paella_tui.supervisor.run.state_store import fold_records
 from paella_tui.supervisor.store import checkpoints
-from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
+from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.sequenced import take_fresh
 from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
 
@@ -229,11 +230,14 @@ class Evaluator:
         self._running = self._waiting = None
         self._idle.set()
 
-    def _enqueue(self, reason: str, force: bool, follow: bool = False) -> None:
+    def _enqueue(
+        self, reason: str, force: bool, follow: bool = False, since: float | None = None
+    ) -> None:
+        since = time.monotonic() if since is None else since
         if self._waiting is None:
-            self._waiting = Request(reason, force, follow)
+            self._waiting = Request(reason, force, follow, since=since)
         else:
-            self._waiting.since = time.monotonic()
+            self._waiting.since = max(self._waiting.since, since)
             self._waiting.reason = reason
             self._waiting.force = self._waiting.force or force
             # One trigger that was not the watcher's makes the whole request a full scan.
@@ -344,7 +348,8 @@ class Evaluator:
             self._emit(DriftDetected(drift="regression", gate=result.gate, message=message))
         if current.moved:
             self._stale_streak += 1
-            self._requeue_after_stale()
+            # After a rollback (a new epoch) the next pass judges the tree from now on.
+            self._requeue_after_stale(current.last_end if self._epoch == epoch else None)
         else:
             self._stale_streak = 0
             # A tree whose protected files differ from their frozen content is no checkpoint:
@@ -364,6 +369,7 @@ class Evaluator:
     ) -> None:
         """Run one gate on the pass's tree and report it, stale if the tree moved meanwhile."""
         async with slots:
+            current.running.add(gate.name)
             self._emit(GateStarted(gate=gate.name, tree=current.tree))
             try:
                 log_path = await asyncio.to_thread(next_log_path, self._run.dir, gate.name)
@@ -377,6 +383,7 @@ class Evaluator:
                     message=f'gate "{gate.name}" could not run: {exc}',
                 )
             ended = time.monotonic()
+            current.running.discard(gate.name)
         moved = await moved_under_gate(
             gate,
             current,
@@ -411,8 +418,9 @@ class Evaluator:
             follow_changes=request.follow,
         )
 
-    def _requeue_after_stale(self) -> None:
-        """Queue another evaluation for the tree that moved, unless one waits or gates loop."""
+    def _requeue_after_stale(self, since: float | None) -> None:
+        """Queue another evaluation for the tree that moved, unless one waits or gates loop; a
+        scan begun after the pass's last gate ended (its check's) holds the moved tree."""
         if self._waiting is not None:
             return  # a trigger already waits: it covers the new tree
         if self._stale_streak > MAX_STALE_STREAK:
@@ -423,7 +431,7 @@ class Evaluator:
                 "warning",
             )
             return
-        self._enqueue(CHANGED_DURING_GATES, False)
+        self._enqueue(CHANGED_DURING_GATES, False, since=since)
 
     def _remember(self, result: GateResult) -> bool:
         """Fold a non-stale result into latest and ever_green; True when it is a new regression
@@ -447,28 +455,16 @@ class Evaluator:
 
     async def _checkpoint(self, snap: Snapshot, episode: int, green: tuple[str, ...]) -> None:
         """Make ``snap`` the green checkpoint of ``episode`` and the new base."""
-        existing = await asyncio.to_thread(checkpoints.records, self._run, "checkpoints")
-        for record in reversed(existing):
-            if record.tree == snap.tree and record.episode == episode:
-                # Already a checkpoint of this episode: it becomes the base again, no copy.
-                self._base = record
-                return
-        label = f"episode {episode}: {self._contract.episodes[episode - 1].name}"
         try:
-            record = await asyncio.to_thread(
-                take_checkpoint,
-                self._run,
-                self._snapshotter,
-                episode=episode,
-                gates_green=green,
-                label=label,
-                snap=snap,
+            record, new = await green_checkpoint(
+                self._run, self._contract, self._snapshotter, snap, episode=episode, green=green
             )
         except PaellaError as exc:
             self._notice(f"could not take the checkpoint of episode {episode}: {exc}", "error")
             return
         self._base = record
-        self._emit(CheckpointTaken(record_=record))
+        if new:
+            self._emit(CheckpointTaken(record_=record))
 
     def _notice(self, message: str, level: Literal["info", "warning", "error"]) -> None:
         # A notice reports a problem; a consumer failing on it must not become another one.

@@ -44,6 +44,12 @@ class Pass:
     """Where the gates run: the work tree, or a scratch tree holding ``judged.tree``."""
     moved: bool = False
     check: asyncio.Lock = field(default_factory=asyncio.Lock)
+    running: set[str] = field(default_factory=set)
+    """The gates of this pass running now."""
+    ends: asyncio.Condition = field(default_factory=asyncio.Condition)
+    """Notified when a gate of this pass ends (gates ending together share one check)."""
+    last_end: float = float("-inf")
+    """When the newest gate of this pass ended (``time.monotonic()``)."""
 
     @property
     def tree(self) -> str:

@@ -66,7 +66,7 @@ class SequencedSnapshotter(Snapshotter):
 
     def take_locked(self, what: str = "a snapshot", *, follow_changes: bool = False) -> Snapshot:
         """Snapshot the workspace now, holding the lock for just that (blocking: git)."""
-        with self._snapshot_only():
+        with self.only_snapshots():
             return super().take_locked(what, follow_changes=follow_changes)
 
     def take_fresh(
@@ -77,7 +77,7 @@ class SequencedSnapshotter(Snapshotter):
         ``follow_changes`` as :meth:`Snapshotter.take`)."""
         # Under the lock: a hold that writes the work tree (a rollback) ends before this looks,
         # and one that waited for a scan begun after ``since`` gets that scan.
-        with self._snapshot_only(), self.locked(what):
+        with self.only_snapshots(), self.locked(what):
             shared = self._shareable(since)
             if shared is not None:
                 return shared
@@ -113,8 +113,9 @@ class SequencedSnapshotter(Snapshotter):
             return fresh[1]
 
     @contextlib.contextmanager
-    def _snapshot_only(self) -> Iterator[None]:
-        """Mark this thread's lock hold as one that only snapshots (its scan may be shared)."""
+    def only_snapshots(self) -> Iterator[None]:
+        """Mark this thread's lock holds, for the ``with`` block, as ones that snapshot and write
+        no work tree (a checkpoint of a tree: its scan may be shared)."""
         before = getattr(self._local, "snapshot_only", False)
         self._local.snapshot_only = True
         try:
