@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import GitRunner
 
 from paella_tui.supervisor.contract.loader import parse_contract
 from paella_tui.supervisor.judge.drift import DriftTracker
+from paella_tui.supervisor.judge.frozen import FrozenFiles
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -209,3 +211,40 @@ def test_history_is_silent_on_an_unborn_branch(tmp_path: Path, git: GitRunner) -
         workspace=ws, contract=contract, start_tree=snapshot(ws), contract_sha256=contract.sha256
     )
     assert tracker.check_history("0" * 40) == []
+
+
+@pytest.mark.parametrize(
+    "edit",
+    ["add", "modify", "delete", "make executable", "file to symlink", "file to folder", "none"],
+)
+def test_the_paths_from_the_frozen_files_diff_are_the_ones_drift_finds_itself(
+    repo: Path, git: GitRunner, edit: str
+) -> None:
+    """A verdict's tree was compared with the frozen (start) tree for the gates already: drift
+    takes its paths from that comparison, and they are exactly what its own diff finds."""
+    tracker = tracker_for(repo, git)
+    ws = tracker.workspace
+    target = repo / "src" / "ledger.py"
+    if edit == "add":
+        write(repo, "src/new.py", "new\n")
+    elif edit == "modify":
+        target.write_text("changed\n")
+    elif edit == "delete":
+        target.unlink()
+    elif edit == "make executable":
+        target.chmod(0o755)
+    elif edit == "file to symlink":
+        target.unlink()
+        target.symlink_to("../README.md")
+    elif edit == "file to folder":
+        target.unlink()
+        write(repo, "src/ledger.py/inner.py", "inner\n")
+    tree = snapshot(ws)
+    own = tracker._changed_paths(tree)  # no frozen files: drift's own diff
+    frozen = FrozenFiles(ws, ["tests/**"], tracker.start_tree)
+    tracker.frozen = frozen
+    assert frozen.known_changes(tree) is None and tracker._changed_paths(tree) == own
+    frozen.differing(tree)  # the gates' pass compares the trees (no git for the start tree)
+    assert (frozen.known_changes(tree) is None) is (tree == tracker.start_tree)
+    assert tracker._changed_paths(tree) == own
+    assert bool(own) is (edit != "none")

@@ -90,6 +90,10 @@ class DriftTracker:
     def _changed_paths(self, tree: str) -> set[str]:
         if tree == self.start_tree:
             return set()
+        known = self.frozen.known_changes(tree) if self.frozen is not None else None
+        if known is not None and self.frozen is not None and self.frozen.tree == self.start_tree:
+            # The frozen files compared the same two trees for the gates: no second diff.
+            return {c.path for c in known}
         return set(
             self.workspace.git.lines_z(
                 ["diff-tree", "-r", "-z", "--name-only", "--no-renames", self.start_tree, tree]

@@ -114,6 +114,8 @@ class FrozenFiles:
         self._run = run
         self._kept = kept
         self._judged: dict[str, Judged] = {}
+        self._changes: tuple[str, str, list[Change]] | None = None
+        """The newest tree compared with the frozen tree: (frozen tree, tree, every change)."""
 
     @classmethod
     def for_run(
@@ -143,8 +145,17 @@ class FrozenFiles:
     def differing(self, tree: str) -> list[Change]:
         """The protected paths whose content (or mode, or presence) in ``tree`` is not frozen;
         ``old_*`` is the frozen side."""
+        return [c for c in self.changes(tree) if match_any(c.path, self.globs)]
+
+    def changes(self, tree: str) -> list[Change]:
+        """Every path that differs from the frozen tree to ``tree`` (protected or not). The newest
+        answer is kept: a pass's gates, the drift checks of its verdict and the protected-file
+        check at the agent's exit all ask about the same tree."""
         if tree == self.tree:
             return []
+        known = self.known_changes(tree)
+        if known is not None:
+            return known
         try:
             changes = tree_changes(self.workspace.git, self.tree, tree)
         except GitError:
@@ -157,7 +168,15 @@ class FrozenFiles:
                     "(`paella run`) to freeze them again.",
                 ) from None
             changes = tree_changes(self.workspace.git, self.tree, tree)
-        return [c for c in changes if match_any(c.path, self.globs)]
+        self._changes = (self.tree, tree, changes)
+        return changes
+
+    def known_changes(self, tree: str) -> list[Change] | None:
+        """:meth:`changes` when this is the newest tree asked about (no git), else None."""
+        known = self._changes
+        if known is None or known[:2] != (self.tree, tree):
+            return None
+        return list(known[2])
 
     def _restore(self) -> bool:
         """Bring the frozen tree back from the mirror; True when it is in the repository."""
