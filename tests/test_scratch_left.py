@@ -92,3 +92,50 @@ def test_only_the_folders_of_a_paella_that_is_gone_are_removed(tmp_path: Path, r
     for scratch in (live, old, garbled, fresh):
         scratch.close()
     assert _areas(parent) == {f"{PREFIX}a-file", f"{PREFIX}a-link"}
+
+
+@pytest.mark.parametrize("blocked", ["__init__", "checkout"])
+async def test_a_bisect_cancelled_while_its_scratch_tree_is_placed_leaves_none(
+    repo: Path, git: GitRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blocked: str
+) -> None:
+    """A bisect stopped at the run's end while its worker thread makes or fills the scratch tree
+    (cancelling the task does not stop the thread): the tree is deleted once that thread is done,
+    never made or written after the delete."""
+    import asyncio
+    import contextlib
+    import threading
+
+    from paella_tui.supervisor.contract.model import Gate
+    from paella_tui.supervisor.judge.bisect import Bisection
+    from paella_tui.supervisor.store.steps import take_step
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    run, _frozen, snapshotter = setup(repo, git)
+    step = take_step(run, snapshotter.take().tree, previous=None, tail=[])
+    assert step is not None
+    # The real method, held at its start until the search is cancelled: the thread's timing.
+    entered, go, done = threading.Event(), threading.Event(), threading.Event()
+    real = getattr(ScratchTree, blocked)
+
+    def held(self: ScratchTree, *args: object, **kwargs: object) -> object:
+        entered.set()
+        go.wait(20)
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            done.set()
+
+    monkeypatch.setattr(ScratchTree, blocked, held)
+    gate = Gate(name="g", argv=("true",), cmd="true", timeout=5.0, retries=0, paths=())
+    search = Bisection(run=run, gate=gate, steps=[step], known={}, slots=asyncio.Semaphore(1))
+    task = asyncio.create_task(search.find())
+    assert await asyncio.to_thread(entered.wait, 20)
+    task.cancel()
+    go.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(done.wait, 20)
+    await asyncio.sleep(0.1)  # the abandoned thread's last writes, if it made any
+    assert _areas(temp) == set()

@@ -28,7 +28,7 @@ from paella_tui.supervisor.contract.model import Gate
 from paella_tui.supervisor.judge.gates import log_tail, next_log_path, run_gate
 from paella_tui.supervisor.run.events import GREEN, RED, BreakPoint, GateResult
 from paella_tui.supervisor.run.runs import Run
-from paella_tui.supervisor.store.scratch_tree import ScratchTree
+from paella_tui.supervisor.store.scratch_tree import ScratchSlot
 from paella_tui.supervisor.store.steps import StepRecord
 
 NICE = 10
@@ -82,7 +82,7 @@ class Bisection:
     """The tree known red now (the regression's); the newest step when None."""
     runs: int = 0
     """Gate runs so far."""
-    _scratch: ScratchTree | None = None
+    _scratch: ScratchSlot | None = None
     _last: dict[str, GateResult] = field(default_factory=dict)
 
     async def find(self) -> BreakPoint:
@@ -242,12 +242,11 @@ class Bisection:
 
     async def _run_on(self, step: StepRecord) -> GateResult:
         if self._scratch is None:
-            self._scratch = await asyncio.to_thread(
-                ScratchTree, self.run.workspace, links=self.links
-            )
-        scratch = self._scratch
-        await asyncio.to_thread(scratch.checkout, step.tree)
-        if not _startable(self.gate.argv[0], scratch.path):
+            # Made and filled in a worker thread that a cancelled search abandons: the slot
+            # makes nothing after its close, which waits for a checkout in progress.
+            self._scratch = ScratchSlot(self.run.workspace, links=self.links)
+        where = await asyncio.to_thread(self._scratch.checkout, step.tree)
+        if not _startable(self.gate.argv[0], where):
             # `nice` would turn "not found" into exit 127, a red that is no verdict on the tree.
             return GateResult(
                 gate=self.gate.name,
@@ -259,7 +258,7 @@ class Bisection:
         env = dict(os.environ)
         env.update(PAELLA_BISECT="1", PAELLA_STEP=str(step.n))
         result = await run_gate(
-            _niced(self.gate), tree=step.tree, cwd=scratch.path, log_path=log_path, env=env
+            _niced(self.gate), tree=step.tree, cwd=where, log_path=log_path, env=env
         )
         if not result.tail and result.log_path:
             result = replace(result, tail=log_tail(result.log_path))

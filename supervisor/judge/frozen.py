@@ -21,7 +21,6 @@ While a protected path differs the run is not done; a person decides:
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from paella_tui.supervisor.store.raw_restore import (
     tree_changes,
     verify_written,
 )
-from paella_tui.supervisor.store.scratch_tree import ScratchTree
+from paella_tui.supervisor.store.scratch_tree import ScratchClosed, ScratchSlot
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -353,44 +352,30 @@ def _keep_start(run: Run, tree: str, mirrored: dict[str, str]) -> tuple[str, str
     return ref, commit
 
 
-class GateFolderClosed(RuntimeError):
-    """A gate folder was asked for after its close (an evaluation abandoned at shutdown)."""
+GateFolderClosed = ScratchClosed
+"""A gate folder was asked for after its close (an evaluation abandoned at shutdown)."""
 
 
 class GateFolder:
     """Where the gates run for a workspace tree: the work tree itself while no protected path
     differs from its frozen content, else a scratch tree holding the judged tree.
 
-    ``place`` runs in a worker thread that a closing evaluator abandons (cancelling the task
-    that awaits a thread does not stop the thread): placing and closing take one lock, and
-    nothing is placed after the close, so a scratch tree is never made after its deletion (a
-    left copy of the tree in the temporary folder, one per run, was seen)."""
+    ``place`` runs in a worker thread that a closing evaluator abandons: its scratch tree is a
+    :class:`ScratchSlot`, which places nothing after the close."""
 
     def __init__(self, frozen: FrozenFiles, *, links: tuple[str, ...] = ()) -> None:
         """``links``: ignored paths the gates need (``[steps] link``), linked into the scratch tree."""
         self.frozen = frozen
         self.links = links
-        self._scratch: ScratchTree | None = None
-        self._lock = threading.Lock()
-        self._closed = False
+        self._scratch = ScratchSlot(frozen.workspace, links=links)
 
     def place(self, tree: str) -> tuple[Judged, Path]:
         """What the gates judge for ``tree``, and the folder that holds it (blocking)."""
         judged = self.frozen.judged(tree)
         if not judged.frozen:
             return judged, self.frozen.workspace.root
-        with self._lock:
-            if self._closed:
-                raise GateFolderClosed("the gate folder was closed")
-            if self._scratch is None:
-                self._scratch = ScratchTree(self.frozen.workspace, links=self.links)
-            self._scratch.checkout(judged.tree)
-            return judged, self._scratch.path
+        return judged, self._scratch.checkout(judged.tree)
 
     def close(self) -> None:
         """Delete the scratch tree, if one was made (after a ``place`` in progress ends)."""
-        with self._lock:
-            self._closed = True
-            scratch, self._scratch = self._scratch, None
-        if scratch is not None:
-            scratch.close()
+        self._scratch.close()

@@ -31,6 +31,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -155,6 +156,43 @@ class ScratchTree:
     def close(self) -> None:
         """Delete the scratch folder (links are removed, never followed)."""
         _remove(self._area)
+
+
+class ScratchClosed(RuntimeError):
+    """A scratch slot was asked for a tree after its close (a search abandoned at shutdown)."""
+
+
+class ScratchSlot:
+    """A scratch tree made at its first checkout and deleted at the close, whichever thread
+    asks: a cancelled task does not stop the worker thread that makes or fills the tree, so
+    checking out and closing take one lock, and nothing is made or written after the close
+    (else the abandoned thread leaves a whole copy of a tree in the temporary folder)."""
+
+    def __init__(self, workspace: Workspace, *, links: tuple[str, ...] = ()) -> None:
+        """``links``: ignored paths linked into the tree (see :class:`ScratchTree`)."""
+        self.workspace = workspace
+        self.links = links
+        self._tree: ScratchTree | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def checkout(self, tree: str) -> Path:
+        """Make the scratch tree hold ``tree`` (blocking); the folder. ScratchClosed after close."""
+        with self._lock:
+            if self._closed:
+                raise ScratchClosed("the scratch tree was closed")
+            if self._tree is None:
+                self._tree = ScratchTree(self.workspace, links=self.links)
+            self._tree.checkout(tree)
+            return self._tree.path
+
+    def close(self) -> None:
+        """Delete the scratch tree, if one was made (after a checkout in progress ends)."""
+        with self._lock:
+            self._closed = True
+            scratch, self._tree = self._tree, None
+            if scratch is not None:
+                scratch.close()
 
 
 def remove_left_scratch(parent: Path) -> list[Path]:
