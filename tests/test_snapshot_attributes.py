@@ -188,3 +188,19 @@ def test_the_sources_named_by_the_index_reach_only_the_folders_below_them(tmp_pa
     assert not sources.may_apply([], None)
     assert AttributeSources(Workspace.find(repo), b"core.attributesfile\n/x\0").configured
     assert Path("/etc/gitattributes") in system_attribute_files()
+
+
+def test_an_attributes_file_configured_during_a_run_never_changes_the_stored_bytes(
+    tmp_path: Path, git: GitRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's snapshotter lives as long as the run: a ``core.attributesFile`` the agent (or
+    the user) configures meanwhile must not make git convert what the snapshot hashes unseen."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    repo = make_repo(tmp_path / "repo", git)
+    snapshotter = Snapshotter(Workspace.find(repo))
+    snapshotter.take_locked()
+    _write(tmp_path / "elsewhere", RULES)
+    git(repo, "config", "core.attributesFile", str(tmp_path / "elsewhere"))
+    _write(repo / "sub" / "a.txt", CONVERTIBLE)
+    tree = snapshotter.take_locked().tree
+    assert _tree_blobs(repo, tree)["sub/a.txt"] == CONVERTIBLE

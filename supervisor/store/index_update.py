@@ -130,13 +130,26 @@ class AttributeSources:
         files.append(workspace.common_dir / "info" / "attributes")
         xdg = os.environ.get("XDG_CONFIG_HOME", "")
         home = os.environ.get("HOME")
+        self.global_file: Path | None = None
+        """git's global attributes file when ``core.attributesFile`` is not set (None: none)."""
         if xdg:
-            files.append(Path(xdg) / "git" / "attributes")
+            self.global_file = Path(xdg) / "git" / "attributes"
         elif home:
-            files.append(Path(home) / ".config" / "git" / "attributes")
+            self.global_file = Path(home) / ".config" / "git" / "attributes"
+        if self.global_file is not None:
+            files.append(self.global_file)
         if os.environ.get("GIT_ATTR_NOSYSTEM", "").strip().lower() in _FALSE:
             files += system_attribute_files()
         self.files = files
+
+    def pinned(self) -> tuple[tuple[str, str], ...]:
+        """Config for the snapshot's git: the global attributes file it read this configuration
+        in, so that a ``core.attributesFile`` set later (by the agent, in ``.git/config``, while
+        the run lasts) cannot bring git an attributes file :meth:`may_apply` does not look at.
+        Empty when one is configured already (then attributes are always looked up)."""
+        if self.configured:
+            return ()
+        return (("core.attributesFile", str(self.global_file or os.devnull)),)
 
     def may_apply(self, paths: list[str], in_index: Iterable[str] | None) -> bool:
         """Whether any attribute can apply to ``paths``: ``in_index`` names the private index's

@@ -109,13 +109,13 @@ class Snapshotter:
             ["config", "-z", "--get-regexp", r"^(filter\..*|core\.(excludesfile|attributesfile))$"],
             check=False,
         ).stdout
+        self.attributes = AttributeSources(workspace, config)
         self.git = Git(
             workspace.root,
             index_file=self.index_file,
-            config=(*PRIVATE_CONFIG, *filters_off(workspace, config)),
+            config=(*PRIVATE_CONFIG, *filters_off(workspace, config), *self.attributes.pinned()),
         )
         self._exclude_files = exclude_files(workspace, config)
-        self.attributes = AttributeSources(workspace, config)
         self.attribute_checks = 0
         """How many snapshots asked ``check-attr`` which hashed paths git may have converted."""
         self._memo = Memo(self.memo_file, self.index_file)
