@@ -12,7 +12,9 @@ repository never blocks a checkpoint.
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -107,6 +109,27 @@ def die_with_parent() -> Callable[[], None] | None:
     return _hooks[pid]
 
 
+def git_program(path_var: str | None) -> str:
+    """The git to run for this ``PATH``: its absolute path, found once, or plain ``git`` (the
+    child then searches ``PATH`` itself) when a ``PATH`` entry is relative (it would be looked
+    up from the child's folder) or none holds git (the start fails as it always did). With a
+    bare ``git``, every start first tried each ``PATH`` folder before git's own (nine failed
+    ``execve`` calls per git process on a developer's ``PATH``)."""
+    found = _find_git(path_var)
+    if found != "git" and not os.access(found, os.X_OK):  # git moved (an upgrade): look again
+        _find_git.cache_clear()
+        found = _find_git(path_var)
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _find_git(path_var: str | None) -> str:
+    entries = (path_var if path_var is not None else os.defpath).split(os.pathsep)
+    if not all(os.path.isabs(entry) for entry in entries):
+        return "git"
+    return shutil.which("git", path=path_var) or "git"
+
+
 class Git:
     """Runs git in one work tree, optionally against a private index file."""
 
@@ -128,13 +151,14 @@ class Git:
         if index_file is not None:
             env["GIT_INDEX_FILE"] = str(index_file)
         self._env = env
+        self._program = git_program(env.get("PATH"))
         self._options = [*BASE_OPTIONS]
         for key, value in config:
             self._options += ["-c", f"{key}={value}"]
 
     def command(self, args: Sequence[str]) -> list[str]:
         """The full argv that runs ``git args`` with this runner's options."""
-        return ["git", *self._options, *args]
+        return [self._program, *self._options, *args]
 
     @property
     def env(self) -> dict[str, str]:

@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
-from paella_tui.supervisor.store.gitcli import PAELLA_IDENTITY, SCRUBBED_ENV
+from paella_tui.supervisor.store.gitcli import PAELLA_IDENTITY, SCRUBBED_ENV, git_program
 from paella_tui.supervisor.store.loose_objects import (
     commit_parents,
     hash_name,
@@ -107,11 +107,12 @@ def run_git(
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run git in a mirror's environment (:func:`git_env`)."""
+    full_env = git_env(env)
     try:
         return subprocess.run(
-            ["git", *args],
+            [git_program(full_env.get("PATH")), *args],
             cwd=cwd,
-            env=git_env(env),
+            env=full_env,
             input=input,
             capture_output=True,
             timeout=TIMEOUT_S,
