@@ -6,12 +6,13 @@ assertion-rewrote all test modules at collection (5.6 s CPU against 1.7 s cached
 ``paella`` subprocess compiled the product modules it loads (about 0.15 s for the TUI's). Inside
 a virtual environment, the suite writes its bytecode under ``<venv>/pycache`` instead
 (``PYTHONPYCACHEPREFIX``), which the workers and every subprocess inherit: the source tree and
-the tests' throw-away workspaces stay free of ``__pycache__`` exactly as before, so no scenario
-changes. Outside a virtual environment the machine's setting is left alone.
+the tests' throw-away workspaces stay free of ``__pycache__`` and their modules uncached, exactly
+as before, so no scenario changes. Outside a virtual environment the machine's setting is left alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -26,8 +27,16 @@ def cache_bytecode() -> Path | None:
     if os.environ.get(PREFIX_VARIABLE) or sys.prefix == sys.base_prefix:
         return None  # already set (a worker, a subprocess, a developer's choice), or no venv
     prefix = Path(sys.prefix) / "pycache"
-    # Bytecode of earlier sessions' throw-away workspaces (gates run Python in them) is garbage.
-    shutil.rmtree(prefix / tempfile.gettempdir().lstrip(os.sep), ignore_errors=True)
+    # The throw-away workspaces (under the temporary folder, where gates and scripted agents run
+    # Python) get no bytecode at all, as before: Python checks a cached module by its source's
+    # mtime in whole seconds and its size, so an agent that rewrites a module within a second at
+    # the same size (`a + b` -> `a - b`) would have its gate run the old code. Where their
+    # cache would go, a plain file stands: Python cannot make the folder, and skips the write.
+    blocked = prefix / tempfile.gettempdir().lstrip(os.sep)
+    shutil.rmtree(blocked, ignore_errors=True)  # earlier sessions' workspaces' bytecode
+    with contextlib.suppress(OSError):
+        blocked.parent.mkdir(parents=True, exist_ok=True)
+        blocked.touch()
     os.environ[PREFIX_VARIABLE] = str(prefix)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.pycache_prefix = str(prefix)
