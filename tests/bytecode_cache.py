@@ -13,6 +13,7 @@ as before, so no scenario changes. Outside a virtual environment the machine's s
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import shutil
 import sys
@@ -32,9 +33,18 @@ def cache_bytecode() -> Path | None:
     # mtime in whole seconds and its size, so an agent that rewrites a module within a second at
     # the same size (`a + b` -> `a - b`) would have its gate run the old code. Where their
     # cache would go, a plain file stands: Python cannot make the folder, and skips the write.
-    blocked = prefix / tempfile.gettempdir().lstrip(os.sep)
+    # When this checkout itself lives in the temporary folder (CI works in a copy there), only
+    # pytest's own folder of workspaces is blocked, and the scratch trees and demo folders made
+    # beside it with mkdtemp are cached like any module.
+    temp = Path(tempfile.gettempdir())
+    inside = temp in Path(__file__).resolve().parents
+    workspaces = temp / f"pytest-of-{getpass.getuser()}" if inside else temp
+    blocked = prefix / str(workspaces).lstrip(os.sep)
     shutil.rmtree(blocked, ignore_errors=True)  # earlier sessions' workspaces' bytecode
     with contextlib.suppress(OSError):
+        for folder in reversed(blocked.parents):  # a block an earlier session set higher up
+            if folder.is_file() and prefix in folder.parents:
+                folder.unlink()
         blocked.parent.mkdir(parents=True, exist_ok=True)
         blocked.touch()
     os.environ[PREFIX_VARIABLE] = str(prefix)
