@@ -238,6 +238,14 @@ class GitRunner:
         }
 
 
+@pytest.fixture
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private XDG state folder for one test (paella's mirrors and run locks live there)."""
+    home = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    return home
+
+
 @pytest.fixture(scope="session")
 def git() -> GitRunner:
     """The git helper: ``git(repo, *args) -> stdout``, ``git.run(...)``, ``git.head(repo)``."""

@@ -33,13 +33,6 @@ from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
 
-@pytest.fixture
-def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "xdg"
-    monkeypatch.setenv("XDG_STATE_HOME", str(home))
-    return home
-
-
 def open_run(repo: Path) -> tuple[Workspace, Run]:
     ws = Workspace.find(repo)
     return ws, RunStore(ws).create(None, manual=True)

@@ -38,13 +38,6 @@ from paella_tui.supervisor.store.workspace import Workspace
 WHEN = (1_700_000_000, "+0130")
 
 
-@pytest.fixture
-def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "xdg"
-    monkeypatch.setenv("XDG_STATE_HOME", str(home))
-    return home
-
-
 def bare(path: Path, object_format: str) -> LocalMirror:
     subprocess.run(
         ["git", "init", "-q", "--bare", f"--object-format={object_format}", str(path)],

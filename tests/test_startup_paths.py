@@ -73,13 +73,6 @@ def test_head_in_one_call_reads_what_two_calls_read(
     assert ws.head() == _head_two_calls(ws)
 
 
-@pytest.fixture
-def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "xdg"
-    monkeypatch.setenv("XDG_STATE_HOME", str(home))
-    return home
-
-
 def _tip_by_git(mirror: Mirror, run_id: str) -> object:
     """The state tip as ``cat-file --batch`` gives it (the only way before)."""
     found = mirror._objects([f"{STATE_REF}/{run_id}"])
