@@ -56,6 +56,7 @@ CORE = {
     # the mirror's loose objects, read (the state tip) and written (a ledger save) with no git
     "paella_tui.supervisor.store.loose_objects",
     "paella_tui.supervisor.base.owned_lock",
+    "paella_tui.supervisor.base.start_ticks",  # a lock holder's start time, from /proc
     "paella_tui.supervisor.store.raw_blobs",
     "paella_tui.supervisor.run.run_lock",
     "paella_tui.supervisor.run.run_view",

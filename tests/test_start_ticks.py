@@ -24,8 +24,8 @@ import pytest
 
 from paella_tui.supervisor.agent.process_stop import stop_tree
 from paella_tui.supervisor.agent.process_tree import ProcessTree
-from paella_tui.supervisor.agent.start_ticks import TICKS_PER_SECOND, born_before, start_ticks
 from paella_tui.supervisor.agent.tree_roots import spawning_root
+from paella_tui.supervisor.base.start_ticks import TICKS_PER_SECOND, born_before, start_ticks
 
 SLEEP = shutil.which("sleep") or "/bin/sleep"
 

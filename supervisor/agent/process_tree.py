@@ -35,8 +35,8 @@ from typing import Concatenate, ParamSpec, TypeVar
 import psutil
 
 from paella_tui.supervisor.agent.process_cage import Cage
-from paella_tui.supervisor.agent.start_ticks import TICKS_PER_SECOND, born_before, start_ticks
 from paella_tui.supervisor.agent.tree_roots import SPAWNING, is_root, register_root
+from paella_tui.supervisor.base.start_ticks import TICKS_PER_SECOND, born_before, start_ticks
 
 log = logging.getLogger(__name__)
 

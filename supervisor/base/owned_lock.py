@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import WorkspaceError
+from paella_tui.supervisor.base.start_ticks import TICKS_PER_SECOND, start_ticks
 
 _FILE_MODE = 0o600
 _POLL_S = 0.05
@@ -63,15 +64,16 @@ class Owner:
 
 def process_start_time(pid: int) -> float | None:
     """When process ``pid`` started (seconds since the epoch), or None when there is none."""
-    try:
-        # psutil's own formula on Linux, read here: importing psutil cost every command that
-        # takes a lock (a checkpoint) ~10 ms of start-up.
-        return round(_proc_start_ticks(pid) / _CLOCK_TICKS + _boot_time(), 2)
-    except ValueError:
-        return None
-    except OSError:
-        if os.path.isdir("/proc/self"):
-            return None  # no such process
+    # psutil's own formula on Linux, read here: importing psutil cost every command that takes
+    # a lock (a checkpoint) ~10 ms of start-up.
+    ticks = start_ticks(pid) if pid > 0 else None
+    if ticks is not None and TICKS_PER_SECOND:
+        try:
+            return round(ticks / TICKS_PER_SECOND + _boot_time(), 2)
+        except (OSError, ValueError):
+            return None
+    if os.path.isdir("/proc/self"):
+        return None  # no such process
     import psutil  # no /proc (macOS): psutil knows the platform's way
 
     try:
@@ -80,18 +82,7 @@ def process_start_time(pid: int) -> float | None:
         return None
 
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _BOOT_TIME: list[float] = []
-
-
-def _proc_start_ticks(pid: int) -> int:
-    """Field 22 of ``/proc/<pid>/stat`` (clock ticks from boot to the process's start); the
-    fields are counted after the command name, which may hold spaces and parentheses."""
-    if pid <= 0:
-        raise ValueError(pid)
-    with open(f"/proc/{pid}/stat", "rb") as handle:
-        data = handle.read()
-    return int(data[data.rindex(b")") + 2 :].split()[19])
 
 
 def _boot_time() -> float:

@@ -1,5 +1,6 @@
 """A process's start time as the kernel keeps it: clock ticks since boot, read from ``/proc``.
 
+A lock's holder is told from a later process with its pid by this start time (``owned_lock``).
 A system scan for a tree's escaped members looks at every process on the machine, and only
 those born after the tree's root can carry its marker. Comparing raw start ticks (one small
 read of ``/proc/<pid>/stat``) rules the older ones out before any psutil object is built:
