@@ -17,10 +17,11 @@ import pytest
 from conftest import GitRunner
 from test_frozen_files import setup
 
-from paella_tui.supervisor.judge.frozen import GateFolder, GateFolderClosed
+from paella_tui.supervisor.judge.frozen import GateFolder
 from paella_tui.supervisor.store.scratch_tree import (
     OWNER_FILE,
     PREFIX,
+    ScratchClosed,
     ScratchTree,
     remove_left_scratch,
 )
@@ -47,7 +48,7 @@ def test_a_gate_folder_places_nothing_after_its_close(
     folder.close()
     assert _areas(temp) == set()
     # The order a closing evaluator's abandoned thread can take: close first, then place.
-    with pytest.raises(GateFolderClosed):
+    with pytest.raises(ScratchClosed):
         folder.place(tree)
     assert _areas(temp) == set()
     folder.close()  # a second close is harmless

@@ -44,7 +44,7 @@ from paella_tui.supervisor.store.raw_restore import (
     tree_changes,
     verify_written,
 )
-from paella_tui.supervisor.store.scratch_tree import ScratchClosed, ScratchSlot
+from paella_tui.supervisor.store.scratch_tree import ScratchSlot
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -350,10 +350,6 @@ def _keep_start(run: Run, tree: str, mirrored: dict[str, str]) -> tuple[str, str
             return None  # the start tree itself is gone: differing() says so when it is needed
     save_to_mirror(run, {ref: commit}, state=False)
     return ref, commit
-
-
-GateFolderClosed = ScratchClosed
-"""A gate folder was asked for after its close (an evaluation abandoned at shutdown)."""
 
 
 class GateFolder:
