@@ -73,6 +73,12 @@ class DecisionChannel:
         self._waiting: asyncio.Future[Decision] | None = None
 
     @property
+    def answers_itself(self) -> bool:
+        """A policy answers every recovery (headless, ``--on-death``, a script): nobody is
+        waiting to see the recovery before the final tree's gates are judged."""
+        return self._ask is not None
+
+    @property
     def asking(self) -> bool:
         """A recovery is waiting for its answer now."""
         return self._waiting is not None and not self._waiting.done()

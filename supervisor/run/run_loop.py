@@ -58,6 +58,8 @@ from paella_tui.supervisor.run.run_view import RunView
 
 # How long the recovery waits for the final tree's gates before showing what is known.
 RECOVERY_WAIT_S = 0.05
+# How often a policy's wait for the final verdict looks whether the run was asked to stop.
+STOP_POLL_S = 0.2
 EARLY_ENDINGS: tuple[Ending, ...] = ("crash", "signal", "stopped")
 """Endings that are not done whatever the gates say: recovery opens before they finish."""
 
@@ -160,9 +162,11 @@ class RunLoop(LoopParts):
         final = asyncio.ensure_future(self._final_evaluation())
         quick = classify(exited, all_gates_green=False, transient=self._transient)
         if quick in EARLY_ENDINGS:
-            # Not done whatever the gates say: recovery opens now with what is known; the final
-            # tree's gates keep running and fill in the gate table when they finish.
-            await asyncio.wait({final}, timeout=RECOVERY_WAIT_S)
+            # Not done whatever the gates say. A person sees recovery open now with what is
+            # known; the final tree's gates keep running and fill in the gate table when they
+            # finish. A policy has nobody to show it to: it decides on the final verdict, and
+            # the handoff it writes holds it (a quit still cuts the wait short).
+            await self._await_final(final)
             early = final.result() if final.done() else None
             final.add_done_callback(_consume_result)
             await self._history_drift()
@@ -183,6 +187,15 @@ class RunLoop(LoopParts):
             waited = await self._retry_wait(exited)
             return waited if waited is not None else transient_ending(exited, self._transient)
         return await self._recovered(ending, exited, finished)
+
+    async def _await_final(self, final: asyncio.Future[EvaluationFinished]) -> None:
+        """Wait for the final tree's verdict: briefly when a person decides, else until it is in
+        or the run is asked to stop."""
+        if not self.decisions.answers_itself:
+            await asyncio.wait({final}, timeout=RECOVERY_WAIT_S)
+            return
+        while not final.done() and not self._stop_requested:
+            await asyncio.wait({final}, timeout=STOP_POLL_S)
 
     async def _recovered(
         self, ending: Ending, exited: AgentExited, finished: EvaluationFinished | None
