@@ -16,6 +16,7 @@ from test_contract import MINIMAL, problems_of, write
 
 from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.contract.model import DEFAULT_STEPS_KEEP
+from paella_tui.supervisor.run.ledger import Ledger
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.checkpoints import take_checkpoint
 from paella_tui.supervisor.store.sequenced import SequencedSnapshotter
@@ -241,3 +242,29 @@ async def test_a_step_still_being_kept_when_the_run_ends_is_never_recorded_after
     await keeper.idle()
     assert [s.n for s in taken] == [0]
     assert keeper.last is not None and keeper.last.n == 0
+
+
+def test_pruning_follows_the_runs_folded_end_and_never_reads_whole_ledgers(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopped run that was resumed has not ended; a "done" forged after a break of the hash
+    chain ends nothing; a run that ended is pruned. The ends come from each run's kept fold
+    (new records only): reading a whole old ledger at every start would cost its history."""
+    workspace = Workspace.find(repo)
+    snapshotter = Snapshotter(workspace)
+    resumed = _ended_run(workspace, snapshotter, repo, "1s")
+    resumed.ledger.append("resumed", paella_pid=1)
+    forged = RunStore(workspace).create(None, manual=True)
+    take_step(forged, snapshotter.take_locked().tree, previous=None)
+    forged.ledger.append("agent-started", attempt=1, pid=1, create_time=0.0, argv=[])
+    with forged.ledger.path.open("a") as ledger:  # the agent writes a "done" of its own
+        ledger.write(json.dumps({"kind": "run-done", "t": "2026-01-01T00:00:00Z", "gates": []}))
+        ledger.write("\n")
+    ended = _ended_run(workspace, snapshotter, repo, "1s")
+
+    def whole_read(_self: object) -> None:
+        raise AssertionError("a whole ledger was read")
+
+    monkeypatch.setattr(Ledger, "read", whole_read)
+    later = datetime.now(UTC) + timedelta(minutes=1)
+    assert prune_expired(RunStore(workspace), now=later) == [(ended.run_id, 2)]

@@ -240,6 +240,9 @@ class RunState:
     """The contract's gates and episodes, for the derived facts (set by a reader; the fold
     does not depend on it)."""
     phase: Phase = Phase.STARTING
+    ended_at: float | None = None
+    """When the run ended (its trusted ``run-done`` or its ``run-stopped``), None while it may go
+    on: a resume, a new attempt or a new start clears it."""
     folded: int = 0
     """How many events were folded in."""
     chain_broken: bool = False

@@ -69,13 +69,19 @@ def _set(mapping: Mapping[str, Any], key: str, value: Any) -> Mapping[str, Any]:
 def _run_started(state: RunState, event: Any, _trusted: bool) -> RunState:
     info = state.contract_info if state.contract_info is not None else event.contract
     return replace(
-        state, contract_info=info, supervisor_pid=event.paella_pid or state.supervisor_pid
+        state,
+        contract_info=info,
+        supervisor_pid=event.paella_pid or state.supervisor_pid,
+        ended_at=None,
     )
 
 
 def _resumed(state: RunState, event: Any, _trusted: bool) -> RunState:
     return replace(
-        state, phase=Phase.RUNNING, supervisor_pid=event.paella_pid or state.supervisor_pid
+        state,
+        phase=Phase.RUNNING,
+        supervisor_pid=event.paella_pid or state.supervisor_pid,
+        ended_at=None,
     )
 
 
@@ -90,6 +96,7 @@ def _agent_started(state: RunState, event: Any, _trusted: bool) -> RunState:
     return replace(
         state,
         phase=Phase.RUNNING,
+        ended_at=None,
         attempt=event.attempt,
         agent=agent,
         last_exit=None,
@@ -329,12 +336,14 @@ def _handoff(state: RunState, event: Any, _trusted: bool) -> RunState:
 def _run_done(state: RunState, event: Any, trusted: bool) -> RunState:
     if not trusted:
         return state  # a "done" written after the chain broke proves nothing
-    return replace(state, phase=Phase.DONE, done_gates=tuple(event.gates), retry=None)
+    return replace(
+        state, phase=Phase.DONE, ended_at=event.at, done_gates=tuple(event.gates), retry=None
+    )
 
 
 def _run_stopped(state: RunState, event: Any, _trusted: bool) -> RunState:
     stop = Retry(event.resume_after, event.reason)
-    return replace(state, phase=Phase.STOPPED, stop=stop, retry=None)
+    return replace(state, phase=Phase.STOPPED, ended_at=event.at, stop=stop, retry=None)
 
 
 def _step(state: RunState, event: Any, _trusted: bool) -> RunState:

@@ -36,7 +36,7 @@ from paella_tui.supervisor.run.state_handlers import apply
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
 
 STATE_FILE = "state.json"
-FORMAT = 2
+FORMAT = 3
 MAX_WARNINGS = 100
 SAVE_EVERY = 500
 """A live run keeps its state on disk every this many records (a reader folds the rest)..."""

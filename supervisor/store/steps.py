@@ -37,7 +37,6 @@ TAIL_LINES = 5
 """The agent's last output lines a step keeps (what it was saying when it made the change)."""
 MAX_FILES = 40
 """Files a step record names; the count of the rest is kept (a step that rewrites a tree)."""
-ENDED = ("run-done", "run-stopped")
 CLOSE_WAIT_S = 10.0
 """How long the end of a run waits for the steps still being kept (a snapshot each, at most)."""
 
@@ -366,64 +365,50 @@ class StepKeeper:
 # --- retention ------------------------------------------------------------------------------
 
 
-def _parse_t(t: object) -> datetime | None:
-    if not isinstance(t, str):
-        return None
-    try:
-        return datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def prune_expired(
     store: RunStore, *, now: datetime | None = None, skip: str | None = None
 ) -> list[tuple[str, int]]:
     """Delete the step refs of runs that ended more than their ``[steps] keep`` ago.
 
-    A run counts as ended when its ledger says so (``run-done``, ``run-stopped``); its own frozen
-    contract says how long its steps are kept. Checkpoint and salvage refs are never touched.
-    Returns ``(run id, refs deleted)`` for each run pruned.
+    A run counts as ended when its folded state says so (a trusted ``run-done``, or a
+    ``run-stopped``, with no resume or attempt after it); its own frozen contract says how long
+    its steps are kept. Checkpoint and salvage refs are never touched. One ``for-each-ref``
+    lists every run's steps, and a run's state is its kept fold caught up (the new records
+    only): a start of paella never reads whole ledgers of old runs. Returns ``(run id, refs
+    deleted)`` for each run pruned.
     """
     from paella_tui.supervisor.contract.model import DEFAULT_STEPS_KEEP
     from paella_tui.supervisor.contract.problems import ContractError
+    from paella_tui.supervisor.run.state_store import StateStore
 
     now = now or datetime.now(UTC)
     git = store.workspace.git
+    namespace = f"{store.workspace.ref_namespace}/"
+    by_run: dict[str, list[str]] = {}
+    for ref in git.out(["for-each-ref", "--format=%(refname)", namespace]).splitlines():
+        run_id, sep, rest = ref[len(namespace) :].partition("/")
+        if sep and rest.startswith("steps/") and run_id != skip:
+            by_run.setdefault(run_id, []).append(ref)
+    known = set(store.run_ids())
     pruned: list[tuple[str, int]] = []
-    for run_id in store.run_ids():
-        if run_id == skip:
-            continue
+    for run_id, refs in sorted(by_run.items()):
+        if run_id not in known:
+            continue  # refs of a run whose folder is gone: nothing says when it ended
         run = store.get(run_id)
-        refs = git.out(
-            ["for-each-ref", "--format=%(refname)", f"{run.ref_prefix}/steps/"]
-        ).splitlines()
-        if not refs:
-            continue
-        ended = _ended_at(run.ledger.read().records)
-        if ended is None:
+        ended_at = StateStore(run.ledger.path).load(save=False).state.ended_at
+        if ended_at is None:
             continue
         try:
             contract = run.load_contract()
         except ContractError:
             contract = None
         keep = contract.steps.keep if contract is not None else DEFAULT_STEPS_KEEP
-        if (now - ended).total_seconds() < keep:
+        if now.timestamp() - ended_at < keep:
             continue
         git.run(["update-ref", "--stdin"], input="".join(f"delete {r}\n" for r in refs).encode())
         run.ledger.append("steps-pruned", refs=len(refs), kept_s=keep)
         pruned.append((run_id, len(refs)))
     return pruned
-
-
-def _ended_at(ledger: Sequence[dict[str, Any]]) -> datetime | None:
-    """When the run ended, or None while it may go on (running, or resumable after a crash)."""
-    for record in reversed(ledger):
-        kind = record.get("kind")
-        if kind in ENDED:
-            return _parse_t(record.get("t"))
-        if kind in ("agent-started", "resumed", "run-started"):
-            return None
-    return None
 
 
 def pruned(records_: Iterable[dict[str, Any]]) -> bool:
