@@ -91,3 +91,22 @@ async def test_the_clock_redraws_once_a_minute_after_the_first() -> None:
         for _second in range(1, 4):
             header.now = header.now + 1
         assert len(redraws) == 3
+
+
+async def test_the_note_marks_an_ended_attempt_by_what_is_known() -> None:
+    """While the gates judge the final tree, how the attempt ended is pending, not a failure
+    (the title says "judging the gates"); in recovery it is a failure."""
+    app = Host()
+    async with app.run_test(size=(120, 6)) as pilot:
+        header = app.query_one(RunHeader)
+        note = app.query_one("#run-note", Static)
+        header.detail = "attempt 2 ended: exit 0"
+        shown = {}
+        for state in ("evaluating", "recovering"):
+            header.state = state
+            await pilot.pause()
+            shown[state] = str(note.render()).strip()
+        assert shown == {
+            "evaluating": "◌ attempt 2 ended: exit 0",
+            "recovering": "✗ attempt 2 ended: exit 0",
+        }

@@ -260,7 +260,10 @@ class RunHeader(Widget):
         elif self.state == "stopped":
             text = Text(f" {STOPPED} {self.detail or 'stopped'}", style="bold")
             text.append("   R resumes", style="dim")
-        elif self.state in ("recovering", "evaluating", "error"):
+        elif self.state == "evaluating":
+            # The gates decide how the attempt ended: an exit 0 is not a failure, nor a success.
+            text = Text(f" {PENDING} {self.detail}" if self.detail else "", style="bold")
+        elif self.state in ("recovering", "error"):
             text = Text(f" {FAIL} {self.detail}" if self.detail else "", style="bold")
         else:
             text = Text(f" {self.detail}" if self.detail else "", style="dim")
