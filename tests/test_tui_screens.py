@@ -652,3 +652,15 @@ class TestHelp:
             await pilot.press("escape")
             await pilot.pause()
         assert app.results == [None]
+
+
+@pytest.mark.parametrize("final", [True, False])
+async def test_no_result_yet_says_whether_the_final_tree_is_being_judged(final: bool) -> None:
+    """An agent that dies before any gate has finished: "none judged yet", and, while the
+    final tree's gates run, that they do (a trial on a real project showed only "none")."""
+    facts = dataclasses.replace(make_facts(regressed=False), gates_now=(), gates_final=final)
+    app = recovery_host(facts)
+    async with app.run_test(size=(100, 30)):
+        text = " ".join(screen_text(app).split())
+        assert "none judged yet" in text
+        assert ("the gates are still running on the final tree" in text) is not final, text

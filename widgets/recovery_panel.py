@@ -147,9 +147,16 @@ class RecoveryPanel(Widget):
         return rows
 
 
+_TAKES_IN = "this screen takes in the verdict when it comes"
+_STILL_RUNNING = f"◌ the gates are still running on the final tree: {_TAKES_IN}"
+
+
 def _gate_rows(facts: RecoveryFacts) -> list[tuple[str, Content]]:
     if not facts.gates_now:
-        return [("Gates now", Content.styled("none judged yet", "dim"))]
+        if facts.gates_final:
+            return [("Gates now", Content.styled("none judged yet", "dim"))]
+        # Nothing known yet, but the final tree is being judged: say so, not "none".
+        return [("Gates now", Content.styled(f"none judged yet; {_STILL_RUNNING}", "dim"))]
     regressed = set(facts.regressions)
     rows: list[tuple[str, Content]] = []
     label = "Gates now"
@@ -173,8 +180,8 @@ def _gate_rows(facts: RecoveryFacts) -> list[tuple[str, Content]]:
             (
                 "",
                 Content.styled(
-                    "◌ still running on the final tree: these are the newest results known; "
-                    "this screen takes in the verdict when it comes",
+                    f"◌ still running on the final tree: these are the newest results known; "
+                    f"{_TAKES_IN}",
                     "dim",
                 ),
             )
