@@ -216,6 +216,7 @@ class DiffScreen(Screen[None]):
             (f"+{change.added}", "$text-success"),
             " ",
             (f"−{change.removed}", "$text-error"),
+            (" line endings", "dim") if change.line_endings else "",
         )
 
     @on(OptionList.OptionHighlighted, "#diff-files")
@@ -225,7 +226,7 @@ class DiffScreen(Screen[None]):
         change = self._changes[int(event.option_id)]
         self.query_one("#diff-pane").border_title = escape(_shorten(change.path, 60))
         self.query_one("#diff-text", Static).update(Content.styled("…", "dim"))
-        self._file_diff(change.path, *self._trees, self._target_name)
+        self._file_diff(change, *self._trees, self._target_name)
 
     @work(
         thread=True,
@@ -234,17 +235,24 @@ class DiffScreen(Screen[None]):
         exit_on_error=False,
         exclusive=True,
     )
-    def _file_diff(self, path: str, old: str, new: str, target: str) -> None:
+    def _file_diff(self, change: FileChange, old: str, new: str, target: str) -> None:
+        path = change.path
         try:
             # :(literal) so that a path holding * or ? names only itself.
             args = ["diff", "--no-color", "--no-renames", "--no-ext-diff", old, new]
+            if change.line_endings:
+                args.append("--ignore-cr-at-eol")
             proc = self.run.workspace.git.run([*args, "--", f":(literal){path}"])
         except PaellaError as err:
             self.post_message(self.FileDiff(path, Content.styled(f"✗ {err.message}", "bold")))
             return
         text = proc.stdout.decode("utf-8", errors="replace")
         note = f"; the whole diff: paella diff {target}"
-        self.post_message(self.FileDiff(path, styled_diff(text, cut_note=note)))
+        diff = styled_diff(text, cut_note=note)
+        if change.line_endings:
+            said = "The line endings changed (CRLF ↔ LF); shown: the other changes, if any."
+            diff = Content("\n").join([Content.styled(said, "bold $text-warning"), diff])
+        self.post_message(self.FileDiff(path, diff))
 
     @on(FileDiff)
     def _show_file(self, message: FileDiff) -> None:
