@@ -82,4 +82,3 @@ async def test_the_diff_screen_names_the_line_endings_and_shows_the_other_change
     assert diff.startswith("The line endings changed (CRLF ↔ LF)")
     assert "+one more" in diff
     assert "-line 0" not in diff, "the lines that changed only their ending are not shown"
-

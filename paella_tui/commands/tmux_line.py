@@ -23,7 +23,7 @@ MAX_LAG_S = 10.0
 """How far the kept state may trail the ledger (a live run keeps it every few seconds)."""
 _RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-z]+$")
 _GREEN = ("pass", "flaky")
-KEPT_FORMAT = 2
+KEPT_FORMAT = 3
 """The ``state.json`` format this reads (``state_store.FORMAT``, not imported: this line loads no
 engine module; a test holds the two equal)."""
 _RED = ("fail", "timeout", "error")
