@@ -45,6 +45,8 @@ CORE = {
     "paella_tui.supervisor.base.errors",
     "paella_tui.supervisor.base.files",
     "paella_tui.supervisor.store.gitcli",
+    # what keeps every git command from starting a program the repository's configuration names
+    "paella_tui.supervisor.store.git_programs",
     "paella_tui.supervisor.base.globs",
     "paella_tui.supervisor.run.integrity",
     "paella_tui.supervisor.run.frozen_contract",

@@ -22,6 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.store.git_programs import (
+    GUARD_ENV,
+    filter_options,
+    fixed_options,
+    guarded_args,
+)
 
 # Commits paella writes are snapshots, not the user's work: a fixed identity keeps them working on
 # machines with no git identity configured (CI) and makes them easy to tell apart in a log.
@@ -47,9 +53,16 @@ SCRUBBED_ENV = frozenset(
     }
 )
 
-# Options on every git command paella runs: paths printed raw, and no hooks (paella's own ref
-# updates are not the user's operations; a reference-transaction hook must not veto them).
-BASE_OPTIONS = ("-c", "core.quotepath=false", "-c", f"core.hooksPath={os.devnull}")
+# Options on every git command paella runs: paths printed raw, no hooks (paella's own ref
+# updates are not the user's operations; a reference-transaction hook must not veto them), and
+# no program the repository's configuration names (store/git_programs.py).
+BASE_OPTIONS = (
+    "-c",
+    "core.quotepath=false",
+    "-c",
+    f"core.hooksPath={os.devnull}",
+    *fixed_options(),
+)
 
 _PR_SET_PDEATHSIG = 1
 # Commands that only read: one left behind by a killed paella changes nothing and ends by itself,
@@ -148,6 +161,7 @@ class Git:
         env["GIT_TERMINAL_PROMPT"] = "0"
         env["LC_ALL"] = "C"
         env.update(PAELLA_IDENTITY)
+        env.update(GUARD_ENV)
         if index_file is not None:
             env["GIT_INDEX_FILE"] = str(index_file)
         self._env = env
@@ -157,8 +171,10 @@ class Git:
             self._options += ["-c", f"{key}={value}"]
 
     def command(self, args: Sequence[str]) -> list[str]:
-        """The full argv that runs ``git args`` with this runner's options."""
-        return [self._program, *self._options, *args]
+        """The full argv that runs ``git args`` with this runner's options: the filter drivers
+        the configuration names now made no-ops, and no diff or signing program either."""
+        filters = filter_options(self.root, self._program, self._env)
+        return [self._program, *self._options, *filters, *guarded_args(args)]
 
     @property
     def env(self) -> dict[str, str]:

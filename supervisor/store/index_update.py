@@ -18,7 +18,12 @@ come from these files, and only these (gitattributes(5)); any one present means 
   ``$XDG_CONFIG_HOME/git/attributes`` or ``~/.config/git/attributes``;
 - the system file ``$(sysconfdir)/gitattributes`` unless ``GIT_ATTR_NOSYSTEM`` is true: git's
   build decides the folder, so every usual one is looked at (``/etc``, and ``etc`` beside the
-  ``bin`` of the git that runs, as a link and resolved).
+  ``bin`` of the git that runs, as a link and resolved);
+- a tree: ``GIT_ATTR_SOURCE`` (git 2.40 and later) in paella's environment, or ``attr.tree``
+  (git 2.42 and later) in the configuration as git read it for the snapshot's own commands
+  (:mod:`git_programs` reads it again whenever the configuration changed, so an agent that
+  sets it mid-run is seen). Either one means "may apply", whatever git runs: an older git
+  ignores them (the check then finds nothing), a newer one reads attributes from the tree.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.store.git_programs import config_watch
 from paella_tui.supervisor.store.git_words import UNENCODABLE, UNPROCESSABLE
 from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
 from paella_tui.supervisor.store.raw_blobs import RawBlobs
@@ -39,6 +45,8 @@ _MAX_ARGV_BYTES = 256 * 1024
 """Paths to remove that go on update-index's command line (more: a process of their own)."""
 ATTRIBUTES_NAME = ".gitattributes"
 _FALSE = ("", "0", "false", "no", "off")
+ATTR_SOURCE_ENV = "GIT_ATTR_SOURCE"
+"""A tree git (2.40 and later) reads attributes from instead of the work tree's files."""
 
 
 def update_index(
@@ -151,12 +159,19 @@ class AttributeSources:
             return ()
         return (("core.attributesFile", str(self.global_file or os.devnull)),)
 
+    def from_tree(self) -> bool:
+        """Attributes may come from a tree (``GIT_ATTR_SOURCE``, or ``attr.tree`` as the last
+        git command in this work tree saw the configuration)."""
+        return ATTR_SOURCE_ENV in os.environ or config_watch(self.root).attr_tree
+
     def may_apply(self, paths: list[str], in_index: Iterable[str] | None) -> bool:
         """Whether any attribute can apply to ``paths``: ``in_index`` names the private index's
         ``.gitattributes`` entries (None: not known, so yes)."""
         if not paths:
             return False
-        if in_index is None or self.configured or any(_exists(f) for f in self.files):
+        if in_index is None or self.configured or self.from_tree():
+            return True
+        if any(_exists(f) for f in self.files):
             return True
         folders = _folders(paths)
         if any(os.path.dirname(entry) in folders for entry in in_index):

@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.store.git_programs import fixed_options, guarded_args
 from paella_tui.supervisor.store.gitcli import PAELLA_IDENTITY, SCRUBBED_ENV, git_program
 from paella_tui.supervisor.store.loose_objects import (
     commit_parents,
@@ -106,11 +107,13 @@ def run_git(
     input: bytes | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run git in a mirror's environment (:func:`git_env`)."""
+    """Run git in a mirror's environment (:func:`git_env`), starting no program a
+    configuration names (:mod:`git_programs`: a ``fetch``, ``ls-remote`` or ``push`` of a remote
+    mirror runs in the work tree, with its configuration)."""
     full_env = git_env(env)
     try:
         return subprocess.run(
-            [git_program(full_env.get("PATH")), *args],
+            [git_program(full_env.get("PATH")), *fixed_options(), *guarded_args(args)],
             cwd=cwd,
             env=full_env,
             input=input,

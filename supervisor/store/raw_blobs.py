@@ -7,6 +7,11 @@ again here from its raw bytes (only those an attribute may convert: the private 
 ``core.autocrlf`` off); where the two differ, the raw blob is written (``fast-import``, fed
 content, never a path: any byte in a name is safe) and put in the private index instead. Such
 entries carry no stat data, so only these files are hashed again by the next snapshot.
+
+No filter driver runs while git hashes: every git command paella runs turns each configured
+driver into a no-op, with the names read again whenever the configuration changed (mid-run
+too: :mod:`git_programs`), so a snapshot never runs the user's filters (slow, failing, needing
+the network) nor one an agent configured.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
 from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
-from paella_tui.supervisor.store.workspace import Workspace
 
 # The private index sees the work tree as it is: no conversion that git could skip by
 # configuration, no bit or cache that would hide a file on disk or invent one that is not.
@@ -40,33 +44,6 @@ CONVERTING_ATTRIBUTES = ("text", "eol", "crlf", "filter", "ident", "working-tree
 # More paths than this are looked up by listing the whole index rather than on the command line.
 MAX_ARGV_PATHS = 1000
 _FILE_MODES = ("100644", "100755")
-
-
-def filters_off(workspace: Workspace, config: bytes | None = None) -> list[tuple[str, str]]:
-    """Config that turns every configured clean/smudge filter driver into a no-op: a snapshot
-    never runs the user's filters (they may be slow, fail, or need the network).
-
-    ``config``: the output of ``git config -z --get-regexp`` over (at least) the ``filter.*``
-    keys, when the caller read it already (one git process for all it needs).
-    """
-    if config is None:
-        config = workspace.git.run(
-            ["config", "-z", "--get-regexp", r"^filter\."], check=False
-        ).stdout
-    names = set()
-    for item in config.split(b"\0"):
-        key = item.split(b"\n", 1)[0].decode(errors="replace")
-        if key.startswith("filter.") and key.count(".") >= 2:
-            names.add(key[len("filter.") : key.rindex(".")])
-    off: list[tuple[str, str]] = []
-    for name in sorted(names):
-        off += [
-            (f"filter.{name}.clean", ""),
-            (f"filter.{name}.smudge", ""),
-            (f"filter.{name}.process", ""),
-            (f"filter.{name}.required", "false"),
-        ]
-    return off
 
 
 class RawBlobs:

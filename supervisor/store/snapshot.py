@@ -49,7 +49,7 @@ from paella_tui.supervisor.store.index_update import (
     update_index,
 )
 from paella_tui.supervisor.store.private_index import Memo, exclude_files, files_signature, seed
-from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG, RawBlobs, filters_off
+from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG, RawBlobs
 from paella_tui.supervisor.store.workspace import Workspace
 
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
@@ -106,14 +106,14 @@ class Snapshotter:
         self.memo_file = workspace.state_dir / "snapshot.memo.json"
         # One git process reads all the user's configuration a snapshot needs.
         config = workspace.git.run(
-            ["config", "-z", "--get-regexp", r"^(filter\..*|core\.(excludesfile|attributesfile))$"],
+            ["config", "-z", "--get-regexp", r"^core\.(excludesfile|attributesfile)$"],
             check=False,
         ).stdout
         self.attributes = AttributeSources(workspace, config)
         self.git = Git(
             workspace.root,
             index_file=self.index_file,
-            config=(*PRIVATE_CONFIG, *filters_off(workspace, config), *self.attributes.pinned()),
+            config=(*PRIVATE_CONFIG, *self.attributes.pinned()),
         )
         self._exclude_files = exclude_files(workspace, config)
         self.attribute_checks = 0
