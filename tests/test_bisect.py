@@ -9,6 +9,7 @@ captured byte for byte before each search and compared after it.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -353,3 +354,115 @@ def _tree_entries(git: GitRunner, repo: Path, tree: str) -> dict[str, tuple[obje
         else:
             out[path] = ("file", content, mode == "100755")
     return out
+
+
+# The protected check fails from step REAL_BREAK on (n.txt at 6 or more); the agent weakens it (the
+# check file, protected by the contract, becomes `exit 0`) in step WEAKENED, before it breaks.
+WEAKENED, REAL_BREAK, LAST = 3, 6, 9
+CHECK = 'echo "$PAELLA_STEP" >> "$COUNTER"; test "$(cat n.txt)" -lt 6\n'
+PROTECTING_CONTRACT = """\
+[run]
+prompt = "count"
+agent = "true"
+
+[[gate]]
+name = "check"
+cmd = ["sh", "checks/check.sh"]
+timeout = "20s"
+
+[[episode]]
+name = "count"
+goal = "counting"
+gates = ["check"]
+
+[[constraint]]
+text = "the checks are the spec"
+protect = ["checks/**"]
+"""
+
+
+class WeakenedHistory:
+    """A run with a frozen contract that protects ``checks/**``: step k writes n.txt = k, and
+    step WEAKENED also rewrites the protected check to pass whatever the tree holds."""
+
+    def __init__(self, root: Path, git: GitRunner) -> None:
+        from paella_tui.supervisor.contract.loader import load_contract
+
+        self.repo = make_repo(root / "repo", git)
+        (self.repo / "checks").mkdir()
+        (self.repo / "checks" / "check.sh").write_text(CHECK)
+        (self.repo / "paella.toml").write_text(PROTECTING_CONTRACT)
+        (self.repo / "n.txt").write_text("0\n")
+        git(self.repo, "add", "-A")
+        git(self.repo, "commit", "-q", "-m", "checks")
+        self.workspace = Workspace.find(self.repo)
+        self.contract = load_contract(self.repo / "paella.toml")
+        self.run: Run = RunStore(self.workspace).create(self.contract, manual=False)
+        snapshotter = Snapshotter(self.workspace)
+        previous: StepRecord | None = None
+        for k in range(LAST + 1):
+            (self.repo / "n.txt").write_text(f"{k}\n")
+            if k == WEAKENED:
+                (self.repo / "checks" / "check.sh").write_text(
+                    'echo "$PAELLA_STEP" >> "$COUNTER"\n'
+                )
+            tree = snapshotter.take_locked().tree
+            if k == 0:
+                self.run.ledger.append("run-tree", tree=tree)  # what the run freezes
+            step = take_step(self.run, tree, previous=previous, tail=[f"agent line {k}"])
+            assert step is not None
+            previous = step
+        self.steps = records(self.run)
+
+
+@pytest.mark.parametrize("how", ["engine", "paella bisect"])
+def test_a_weakened_protected_check_does_not_move_where_it_broke(
+    tmp_path: Path, git: GitRunner, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    from conftest import run_paella_in_process
+
+    from paella_tui.supervisor.judge.bisect import frozen_files
+    from paella_tui.supervisor.run.state_store import StateStore
+
+    h = WeakenedHistory(tmp_path, git)
+    counter = tmp_path / "runs.txt"
+    monkeypatch.setenv("COUNTER", str(counter))
+    gate = h.contract.gate("check")
+    # The live gates knew the start green and the newest step red (judged with the frozen check).
+    known = {h.steps[0].tree: ["pass"], h.steps[LAST].tree: ["fail"]}
+    if how == "engine":
+        state = StateStore(h.run.ledger.path).load().state
+        files = frozen_files(h.run, h.contract, state)
+        assert files is not None and files.tree == h.steps[0].tree
+        found = asyncio.run(
+            Bisection(run=h.run, gate=gate, steps=h.steps, known=known, files=files).find()
+        )
+        assert (found.verdict, found.step, found.last_green_step) == (
+            "found",
+            REAL_BREAK,
+            REAL_BREAK - 1,
+        ), found.message
+        # The frozen check ran (it counts itself) on steps that hold the agent's own check.
+        assert any(int(n) >= WEAKENED for n in counter.read_text().split())
+        # The same search judging the steps' own checks (as before) is fooled by the agent:
+        # from step WEAKENED on the check it wrote passes, so it never reproduces the failure.
+        counter.unlink(missing_ok=True)
+        fooled = asyncio.run(
+            Bisection(run=h.run, gate=gate, steps=h.steps, known=dict(known)).find()
+        )
+        assert (fooled.verdict, fooled.step) == ("flaky", None), fooled
+    else:
+        for tree, statuses in known.items():
+            for status in statuses:
+                h.run.ledger.append(
+                    "gate-finished", gate="check", status=status, tree=tree, duration_s=0.1
+                )
+        # The agent weakened the live paella.toml's gate too: `paella bisect` takes the frozen one.
+        (h.repo / "paella.toml").write_text(
+            PROTECTING_CONTRACT.replace('["sh", "checks/check.sh"]', '["true"]')
+        )
+        proc = run_paella_in_process(h.repo, "bisect", "check", "--json")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        verdict = json.loads(proc.stdout)
+        assert (verdict["verdict"], verdict["step"]) == ("found", REAL_BREAK), verdict
+        assert any(int(n) >= WEAKENED for n in counter.read_text().split())

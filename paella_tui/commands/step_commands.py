@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from paella_tui.commands.context import Context, use_color
 from paella_tui.schemas import SCHEMA_VERSION
@@ -22,6 +22,9 @@ from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store import steps as step_store
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.steps import StepRecord
+
+if TYPE_CHECKING:
+    from paella_tui.supervisor.judge.frozen import FrozenFiles
 
 BEFORE_BREAK = "before-break"
 """The rollback target: the last step before the break where every base gate still passes."""
@@ -149,8 +152,9 @@ def steps(args: argparse.Namespace) -> int:
 
 
 def _gate(ctx: Context, run: Run, name: str) -> tuple[Gate, Gate | None]:
-    """The gate to bisect: from the live paella.toml (a gate added later), else the frozen one;
-    and the frozen one, whose live results count only when its definition is the same."""
+    """The gate to bisect: the run's frozen one (the agent may have edited the live
+    paella.toml), else the live paella.toml's (a gate added later); and the frozen one, whose
+    live results count only when its definition is the same."""
     frozen_contract = run.load_contract()
     frozen = None
     if frozen_contract is not None:
@@ -163,7 +167,7 @@ def _gate(ctx: Context, run: Run, name: str) -> tuple[Gate, Gate | None]:
             live = next((g for g in live_contract.gates if g.name == name), None)
         except ContractError:
             live = None
-    gate = live or frozen
+    gate = frozen or live
     if gate is None:
         names = sorted({g.name for g in (frozen_contract.gates if frozen_contract else ())})
         raise UsageError(
@@ -175,8 +179,9 @@ def _gate(ctx: Context, run: Run, name: str) -> tuple[Gate, Gate | None]:
 
 def bisect(args: argparse.Namespace) -> int:
     """Find the step where GATE turned red, running it on old steps in a scratch tree."""
-    from paella_tui.supervisor.judge.bisect import Bisection, known_results
+    from paella_tui.supervisor.judge.bisect import Bisection, frozen_files, known_results
     from paella_tui.supervisor.run.events import BisectFinished, BisectStarted
+    from paella_tui.supervisor.run.state_store import StateStore
 
     ctx = Context.open()
     run = ctx.current_run()
@@ -198,6 +203,8 @@ def bisect(args: argparse.Namespace) -> int:
     contract = run.load_contract()
     links = contract.steps.link if contract is not None else ()
     jobs = contract.gates_config.jobs if contract is not None else 1
+    # Each step judged as the run judges: protected files at their frozen content.
+    files = frozen_files(run, contract, StateStore(run.ledger.path).load().state)
 
     # With --json, stdout holds the verdict alone; the progress goes to stderr.
     out = sys.stderr if args.json else sys.stdout
@@ -218,13 +225,14 @@ def bisect(args: argparse.Namespace) -> int:
         run=run,
         gate=gate,
         steps=listed,
-        known=known_results(records, gate, frozen=frozen),
+        known=known_results(records, gate, frozen=frozen, files=files),
         links=links,
         slots=asyncio.Semaphore(jobs),
         record=progress,
+        files=files,
     )
     point = asyncio.run(search.find())
-    before = _before(run, listed, point, links, jobs)
+    before = _before(run, listed, point, links, jobs, files)
     finished = BisectFinished(point=point, before_break=before)
     run.ledger.append(finished.kind or "", **finished.record())
     if args.json:
@@ -235,7 +243,12 @@ def bisect(args: argparse.Namespace) -> int:
 
 
 def _before(
-    run: Run, listed: list[StepRecord], point: BreakPoint, links: tuple[str, ...], jobs: int
+    run: Run,
+    listed: list[StepRecord],
+    point: BreakPoint,
+    links: tuple[str, ...],
+    jobs: int,
+    files: FrozenFiles | None,
 ) -> SnapshotRecord | None:
     """The last step before the break where every gate green at the last green checkpoint
     passes (judged from what is known; the rest run in a scratch tree)."""
@@ -252,7 +265,7 @@ def _before(
     if not gates:
         return None
     records = since_rollback(view.records)
-    known = {g.name: known_results(records, g, frozen=g) for g in gates}
+    known = {g.name: known_results(records, g, frozen=g, files=files) for g in gates}
 
     def record(fields: dict[str, Any]) -> None:
         run.ledger.append("bisect-probe", **fields)
@@ -267,6 +280,7 @@ def _before(
             links=links,
             slots=asyncio.Semaphore(jobs),
             record=record,
+            files=files,
         )
     )
     return step.as_target() if step is not None else None

@@ -11,6 +11,13 @@ A gate that passes and fails on one tree is flaky, and a flaky gate is not bisec
 step: the verdict says "flaky". That is known when the gate's own retries turned a failure into a
 pass, when two results on one tree disagree, or when the first red step, judged once more
 (the one run a search spends beyond ⌈log2 n⌉), passes.
+
+A step is judged as the run judges (:mod:`frozen`): the gate is the frozen contract's, and the
+protected files are at their frozen content (:meth:`FrozenFiles.judged`), so an agent that
+weakened a protected check in step 12 does not make steps 12 and later pass the check it wrote.
+The probes' cache key holds the frozen tree too: a result judged with other protected content
+(or, in an older paella, with none) is not reused. A manual run (no frozen contract, nothing
+frozen) judges each step's tree as it is: there is no other content to hold it to.
 """
 
 from __future__ import annotations
@@ -22,14 +29,17 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from paella_tui.supervisor.contract.model import Gate
+from paella_tui.supervisor.contract.model import Contract, Gate
 from paella_tui.supervisor.judge.gates import log_tail, next_log_path, run_gate
 from paella_tui.supervisor.run.events import GREEN, RED, BreakPoint, GateResult
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store.scratch_tree import ScratchSlot
 from paella_tui.supervisor.store.steps import StepRecord
+
+if TYPE_CHECKING:  # the frozen files' machinery loads only where a run has some
+    from paella_tui.supervisor.judge.frozen import FrozenFiles
 
 NICE = 10
 """How much lower than paella's the CPU priority of a bisect's gates is."""
@@ -43,13 +53,37 @@ def max_runs(candidates: int) -> int:
     return math.ceil(math.log2(candidates)) + 1 if candidates > 1 else 1
 
 
+def probe_key(gate: Gate, files: FrozenFiles | None) -> str:
+    """What a probe's result depends on besides the tree: the gate's definition, and the frozen
+    content of the protected files it was judged with (none: the tree as it is)."""
+    key = gate.definition_key()
+    return key if files is None else f"{key}:frozen:{files.tree}"
+
+
+def frozen_files(run: Run, contract: Contract | None, state: Any) -> FrozenFiles | None:
+    """The run's protected files as frozen (its start tree, or what a person accepted), as the
+    run loop and ``paella gates`` judge with; None for a manual run with no contract or a run
+    with no start tree (nothing frozen). ``state``: the run's folded :class:`RunState`."""
+    from paella_tui.supervisor.judge.frozen import FrozenFiles
+
+    start = getattr(state, "start_tree", None)
+    if contract is None or start is None:
+        return None
+    return FrozenFiles.for_run(run, contract, start, state.accepted)
+
+
 def known_results(
-    records: Sequence[Mapping[str, Any]], gate: Gate, *, frozen: Gate | None
+    records: Sequence[Mapping[str, Any]],
+    gate: Gate,
+    *,
+    frozen: Gate | None,
+    files: FrozenFiles | None = None,
 ) -> Known:
     """What the ledger already knows of ``gate`` on each tree: live results (when the run's
-    frozen gate has the same definition) and earlier bisects' results with the same definition."""
-    key = gate.definition_key()
-    live = frozen is not None and frozen.definition_key() == key
+    frozen gate has the same definition) and earlier bisects' results with the same definition
+    and the same frozen protected files (``files``)."""
+    key = probe_key(gate, files)
+    live = frozen is not None and frozen.definition_key() == gate.definition_key()
     known: Known = {}
     for record in records:
         kind = record.get("kind")
@@ -80,6 +114,8 @@ class Bisection:
     """Called with each probe's ledger fields (kind ``bisect-probe``); None: not recorded."""
     bad_tree: str | None = None
     """The tree known red now (the regression's); the newest step when None."""
+    files: FrozenFiles | None = None
+    """The run's protected files as frozen: each step is judged with them (None: as it is)."""
     runs: int = 0
     """Gate runs so far."""
     _scratch: ScratchSlot | None = None
@@ -228,7 +264,7 @@ class Bisection:
             self.record(
                 {
                     "gate": self.gate.name,
-                    "key": self.gate.definition_key(),
+                    "key": probe_key(self.gate, self.files),
                     "step": step.n,
                     "tree": step.tree,
                     "status": result.status,
@@ -245,7 +281,10 @@ class Bisection:
             # Made and filled in a worker thread that a cancelled search abandons: the slot
             # makes nothing after its close, which waits for a checkout in progress.
             self._scratch = ScratchSlot(self.run.workspace, links=self.links)
-        where = await asyncio.to_thread(self._scratch.checkout, step.tree)
+        judged = step.tree
+        if self.files is not None:
+            judged = (await asyncio.to_thread(self.files.judged, step.tree)).tree
+        where = await asyncio.to_thread(self._scratch.checkout, judged)
         if not _startable(self.gate.argv[0], where):
             # `nice` would turn "not found" into exit 127, a red that is no verdict on the tree.
             return GateResult(
@@ -299,6 +338,7 @@ async def last_good_step(
     slots: asyncio.Semaphore | None = None,
     record: Callable[[dict[str, Any]], None] | None = None,
     tries: int = 3,
+    files: FrozenFiles | None = None,
 ) -> StepRecord | None:
     """The last step before the first break on which every gate in ``gates`` (those green at
     the base) passes: judged from what is known, the rest run in a scratch tree."""
@@ -319,6 +359,7 @@ async def last_good_step(
                 links=links,
                 slots=slots,
                 record=record,
+                files=files,
             )
             try:
                 status = await search._judge(step)

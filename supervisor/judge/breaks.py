@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from paella_tui.supervisor.contract.model import Contract
 from paella_tui.supervisor.judge.bisect import Bisection, known_results, last_good_step
@@ -44,6 +44,9 @@ from paella_tui.supervisor.store.steps import (
     prune_expired,
     steps_of,
 )
+
+if TYPE_CHECKING:
+    from paella_tui.supervisor.judge.frozen import FrozenFiles
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,9 @@ class BreakTracker:
         """Where each gate broke, as the bisects found (since the last rollback)."""
         self.before_break: SnapshotRecord | None = None
         """The last step before the first break where every gate green at the base passes."""
+        self.files: FrozenFiles | None = None
+        """The run's protected files as frozen (set once the start tree is known): the bisects
+        judge each step with them, as the run's gates do."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._tree: str | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -192,11 +198,12 @@ class BreakTracker:
             run=self._run,
             gate=gate,
             steps=steps,
-            known=known_results(records, gate, frozen=gate),
+            known=known_results(records, gate, frozen=gate, files=self.files),
             links=self._contract.steps.link,
             slots=self._slots,
             record=self._record_probe,
             bad_tree=tree,
+            files=self.files,
         )
         try:
             point = await search.find()
@@ -224,7 +231,7 @@ class BreakTracker:
         records = since_rollback(
             await asyncio.to_thread(lambda: list(self._run.ledger.read().records))
         )
-        known = {g.name: known_results(records, g, frozen=g) for g in gates}
+        known = {g.name: known_results(records, g, frozen=g, files=self.files) for g in gates}
         try:
             return await last_good_step(
                 self._run,
@@ -235,6 +242,7 @@ class BreakTracker:
                 links=self._contract.steps.link,
                 slots=self._slots,
                 record=self._record_probe,
+                files=self.files,
             )
         except asyncio.CancelledError:
             raise

@@ -185,6 +185,7 @@ class LoopParts:
         )
         assert self.drift.tracker is not None
         self.drift.tracker.frozen = self.frozen
+        self.breaks.files = self.frozen  # the bisects judge steps as the gates judge the tree
         self.evaluator.judge_frozen(GateFolder(self.frozen, links=self.contract.steps.link))
 
     # --- events -------------------------------------------------------------------------
