@@ -257,6 +257,31 @@ def test_a_filter_named_by_an_include_that_holds_only_on_a_branch_never_runs(
     assert blob(repo, second.commit, "a.txt") == b"lower\n"
 
 
+def test_a_filter_in_a_linked_worktrees_own_config_mid_run_never_runs(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    """A linked worktree reads ``config.worktree`` from its own git dir
+    (``.git/worktrees/<name>``) once ``extensions.worktreeConfig`` is on: watched too."""
+    repo = make_repo(tmp_path / "repo", git)
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", str(linked))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    agent = Planter(linked, outside, "filter-clean", "worktree+info-attributes")
+    workspace = Workspace.find(linked)
+    run = RunStore(workspace).create(None, manual=True)
+    snapshotter = Snapshotter(workspace)
+    take_checkpoint(run, snapshotter, label="before")
+    _append(workspace.common_dir / "config", "[extensions]\n\tworktreeConfig = true\n")
+    _append(workspace.git_dir / "config.worktree", agent.text)
+    _append(workspace.common_dir / "info" / "attributes", "*.txt filter=fclean\n")
+    (linked / "a.txt").write_bytes(b"lower\r\n")
+    record = take_checkpoint(run, snapshotter, label="after")
+    read(linked, "diff", "1")
+    assert agent.ran() == []
+    assert blob(linked, record.commit, "a.txt") == b"lower\r\n"
+
+
 def test_a_filter_name_with_any_byte_is_neutralised(tmp_path: Path, git: GitRunner) -> None:
     """Driver names are passed with ``--config-env``: a ``=`` or a space in one cannot split
     the option the way ``-c key=value`` would."""
