@@ -95,9 +95,9 @@ def main() -> None:
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
         log(f"{size} MB: {args.rounds} rounds of {args.starts} starts each way")
+        command = [sys.executable, "-m", "benchmarks.git_start", "--child", str(size)]
         out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.git_start", "--child", str(size)]
-            + ["--starts", str(args.starts), "--rounds", str(args.rounds)],
+            [*command, "--starts", str(args.starts), "--rounds", str(args.rounds)],
             capture_output=True,
             text=True,
             check=True,

@@ -9,6 +9,7 @@ import contextlib
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import run_paella, run_paella_in_process
+from waiting import wait_until
 
 UNDO = re.compile(r"to undo it:\s+paella rollback (salvage:\d+) --yes")
 SALVAGE = re.compile(r"`paella rollback (salvage:\d+) --yes`")
@@ -240,25 +242,67 @@ def test_a_failing_reference_transaction_hook_does_not_block_checkpoints(
     assert (repo / "README.md").read_text() == "hello\n"
 
 
-def test_children_started_with_the_hook_die_with_paella(tmp_path: Path) -> None:
+# A paella in miniature: it starts one long write through gitcli (an ``update-index --stdin``
+# that holds the index's lock and writes the index only once its stdin ends), feeds it paths and
+# waits. Killed, it closes that stdin: a git that outlived it would see the end of its input and
+# write the index, the very "behind its back" the death signal prevents.
+HOLDER = """
+import sys, time
+from pathlib import Path
+from paella_tui.supervisor.store.gitcli import Git
+repo, index = Path(sys.argv[1]), sys.argv[2]
+git = Git(repo, index_file=Path(index) if index else None)
+proc = git.popen(["update-index", "--add", "-z", "--stdin"])
+proc.stdin.write(b"".join(b"d%d/f%d.bin\\0" % (i % 7, i) for i in range(200)))
+proc.stdin.flush()
+print(proc.pid, proc.args[0], flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(
+    ("index", "setpriv"),
+    [
+        pytest.param("private", True, id="store-write-setpriv"),
+        pytest.param("user", True, id="user-index-setpriv-then-parent-check"),
+        pytest.param("private", False, id="store-write-no-setpriv-hook"),
+        pytest.param("user", False, id="user-index-no-setpriv-hook"),
+    ],
+)
+def test_kill_9_mid_git_write_leaves_no_git_and_no_write(
+    repo: Path, git, tmp_path: Path, index: str, setpriv: bool
+) -> None:
+    populate(repo, git, files=200, size=10, seed=4)
+    index_file = repo / ".git" / "paella-private.index" if index == "private" else None
+    written = index_file or repo / ".git" / "index"
+    before = written.read_bytes() if written.exists() else None
+    env = dict(os.environ)
+    if not setpriv:
+        # A PATH with git and nothing else: no setpriv, so gitcli falls back to its hook.
+        only_git = tmp_path / "only-git"
+        only_git.mkdir()
+        (only_git / "git").symlink_to(shutil.which("git") or "git")
+        env["PATH"] = str(only_git)
     holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import subprocess, time\n"
-            "from paella_tui.supervisor.store.gitcli import die_with_parent\n"
-            "child = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent())\n"
-            "print(child.pid, flush=True)\n"
-            "time.sleep(60)\n",
-        ],
+        [sys.executable, "-c", HOLDER, str(repo), str(index_file or "")],
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
     assert holder.stdout is not None
-    child = psutil.Process(int(holder.stdout.readline()))
-    assert child.is_running()
+    pid, program = holder.stdout.readline().split()
+    child = psutil.Process(int(pid))
+    assert Path(program).name == ("setpriv" if setpriv else "git")
+    lock = written.with_name(written.name + ".lock")
+    wait_until(lambda: lock.exists() and child.name() == "git", "git to hold the index's lock")
+
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    # It got SIGKILL from the kernel when its parent died (reaped by whoever adopted it).
-    _gone, alive = psutil.wait_procs([child], timeout=2)
-    assert not alive, "a child outlived the killed paella"
+
+    # It got SIGKILL from the kernel when paella died (and was reaped by whoever adopted it).
+    _gone, alive = psutil.wait_procs([child], timeout=10)
+    assert not alive, "a git child outlived the killed paella"
+    assert not git_children_in(repo)
+    # Killed mid-write: the index is as it was, the lock git took is left (left_locks' case).
+    assert (written.read_bytes() if written.exists() else None) == before
+    assert lock.exists()

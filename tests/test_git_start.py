@@ -1,0 +1,225 @@
+"""How gitcli starts git (``start_kind``, ``start_argv``): what each command can write decides
+how its child gets the death signal, and none of the ways forks paella where ``setpriv`` works.
+
+Each classification is checked against real git: a command called ``read`` leaves the work
+tree, every index and every ref as they were; one called ``store`` changes none of the user's
+(work tree, index, refs outside paella's). The kill -9 tests of the death signal itself are in
+test_rollback_kill9.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import resource
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from paella_tui.supervisor.store import gitcli
+from paella_tui.supervisor.store.gitcli import Git, StartKind, start_kind
+
+SETPRIV = shutil.which("setpriv")
+needs_setpriv = pytest.mark.skipif(
+    gitcli.death_signal_program(os.environ.get("PATH")) is None,
+    reason="no setpriv with --pdeathsig here: only the fallback hook can be exercised",
+)
+
+# (arguments, stdin, private index?, expected kind): as paella runs them, and their neighbours.
+CASES: list[tuple[list[str], bytes | None, bool, StartKind]] = [
+    (["rev-parse", "--verify", "-q", "HEAD"], None, False, "read"),
+    (["diff-files", "-z", "--name-status"], None, True, "read"),
+    (["ls-files", "-z", "--stage"], None, True, "read"),
+    (["check-attr", "-z", "--stdin", "--all"], b"README.md\0", True, "read"),
+    (["check-ignore", "--no-index", "-z", "-v", "-n", "--stdin"], b"a.txt\0", False, "read"),
+    (["config", "-z", "--get-regexp", r"^filter\."], None, False, "read"),
+    (["config", "--get", "core.autocrlf"], None, False, "read"),
+    (["worktree", "list", "--porcelain", "-z"], None, False, "read"),
+    (["symbolic-ref", "-q", "--short", "HEAD"], None, False, "read"),
+    (["merge-base", "--is-ancestor", "HEAD", "HEAD"], None, False, "read"),
+    (["rev-list", "--first-parent", "HEAD"], None, False, "read"),
+    (["cat-file", "-e", "HEAD"], None, False, "read"),
+    (["hash-object", "-w", "--stdin"], b"an object\n", False, "store"),
+    (["mktree"], b"", False, "store"),
+    (["commit-tree", "HEAD^{tree}", "-p", "HEAD"], b"message\n", False, "store"),
+    (["write-tree"], None, True, "store"),
+    (["read-tree", "HEAD"], None, True, "store"),
+    (["update-index", "--add", "-z", "--stdin"], b"a.txt\0", True, "store"),
+    (["update-ref", "refs/paella/run/checkpoints/1", "HEAD", ""], None, False, "store"),
+    (["update-ref", "-m", "a message", "refs/paella-state/run", "HEAD"], None, False, "store"),
+    (["update-ref", "--stdin"], b"create refs/paella/run/steps/1 HEAD\n", False, "store"),
+    (
+        ["update-ref", "-z", "--stdin"],
+        b"start\0delete refs/paella-mirror/x\0\0commit\0",
+        False,
+        "store",
+    ),
+    (["write-tree"], None, False, "user"),  # the user's index: write-tree records its cache tree
+    (["read-tree", "--reset", "HEAD"], None, False, "user"),
+    (["read-tree", "--reset", "-u", "HEAD"], None, True, "user"),
+    (["update-index", "-q", "--refresh"], None, False, "user"),
+    (["update-ref", "-m", "rollback", "refs/heads/main", "HEAD"], None, False, "user"),
+    (["update-ref", "--no-deref", "-m", "rollback", "HEAD", "HEAD"], None, False, "user"),
+    (["update-ref", "--stdin"], b"delete refs/paella/a\ndelete refs/heads/main\n", False, "user"),
+    (["symbolic-ref", "-m", "rollback", "HEAD", "refs/heads/main"], None, False, "user"),
+    (["config", "core.bare", "false"], None, False, "user"),
+    (["add", "-A"], None, True, "user"),  # not on the store list: the conservative default
+    (["fetch", "--quiet", "."], None, False, "user"),
+]
+
+
+def _state(repo: Path, private: Path) -> dict[str, str]:
+    """The work tree, both indexes and every ref, as digests (the object store left out)."""
+    state = {}
+    for path in sorted(repo.rglob("*")):
+        if path.is_file() and ".git" not in path.relative_to(repo).parts:
+            state[f"tree:{path.relative_to(repo)}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    for index in (repo / ".git" / "index", private):
+        if index.exists():
+            state[f"index:{index.name}"] = hashlib.sha256(index.read_bytes()).hexdigest()
+    refs = subprocess.run(
+        ["git", "for-each-ref", "--format=%(refname) %(objectname)"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for line in refs.splitlines():
+        name, oid = line.split()
+        state[f"ref:{name}"] = oid
+    head = (repo / ".git" / "HEAD").read_text()
+    state["HEAD"] = head
+    return state
+
+
+def _users(state: dict[str, str]) -> dict[str, str]:
+    """What of ``state`` is the user's: all but paella's refs and its private index."""
+    paella = ("ref:refs/paella/", "ref:refs/paella-state/", "ref:refs/paella-mirror/")
+    return {k: v for k, v in state.items() if not k.startswith(paella) and k != "index:private"}
+
+
+@pytest.mark.parametrize(("args", "stdin", "private", "kind"), CASES, ids=lambda v: str(v)[:40])
+def test_each_command_is_classed_by_what_it_really_writes(
+    repo: Path, args: list[str], stdin: bytes | None, private: bool, kind: StartKind
+) -> None:
+    assert start_kind(args, input=stdin, private_index=private) == kind
+    (repo / "a.txt").write_text("an untracked file\n")
+    index = repo / ".git" / "private"
+    git = Git(repo, index_file=index if private else None)
+    if private:
+        git.run(["read-tree", "HEAD"])
+    before = _state(repo, index)
+    git.run(args, input=stdin, check=False)
+    after = _state(repo, index)
+    if kind == "read":
+        assert after == before
+    elif kind == "store":
+        assert _users(after) == _users(before)
+
+
+@needs_setpriv
+def test_writes_start_through_setpriv_and_user_writes_check_their_parent(repo: Path) -> None:
+    setpriv = gitcli.death_signal_program(os.environ.get("PATH"))
+    git = Git(repo)
+    program = git.command([])[0]
+
+    argv, hook = git.how_to_start(["rev-parse", "HEAD"])
+    assert (argv[0], hook) == (program, None)
+
+    argv, hook = git.how_to_start(["hash-object", "-w", "--stdin"])
+    assert argv[:5] == [setpriv, "--pdeathsig", "KILL", "--", program]
+    assert hook is None
+
+    argv, hook = git.how_to_start(["read-tree", "--reset", "HEAD"])
+    assert argv[:4] == [setpriv, "--pdeathsig", "KILL", "--"]
+    assert argv[4:6] == ["/bin/sh", "-c"]
+    assert argv[7:10] == ["sh", str(os.getpid()), program]
+    assert hook is None
+
+
+@needs_setpriv
+def test_a_user_write_whose_paella_is_gone_never_starts_git(repo: Path) -> None:
+    """The window setpriv leaves (paella killed before the signal is set) is closed for the
+    user's writes: started by anything but the paella it names, the command runs no git."""
+    git = Git(repo)
+    args = ["update-ref", "refs/heads/stray", "HEAD"]
+    argv, hook = git.how_to_start(args)
+    assert hook is None
+    # A shell in between: setpriv's parent is then not this process, as when paella died
+    # and setpriv was adopted.
+    proc = subprocess.run(
+        ["/bin/sh", "-c", '"$@"; exit $?', "sh", *argv], cwd=repo, env=git.env, check=False
+    )
+    assert proc.returncode != 0
+    assert git.rev_parse("refs/heads/stray") is None
+    # Started by this process, the same argv writes.
+    assert subprocess.run(argv, cwd=repo, env=git.env, check=False).returncode == 0
+    assert git.rev_parse("refs/heads/stray") == git.rev_parse("HEAD")
+
+
+def _faults_after(start: Callable[[], object]) -> int:
+    """Page faults this thread takes rewriting 64 MiB it wrote before ``start()``: a fork of
+    this process (a ``preexec_fn``) makes every page copy-on-write, a vfork none."""
+    size = 64 << 20
+    with mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) as memory:
+        memory.madvise(mmap.MADV_NOHUGEPAGE)  # one fault per 4 KiB page, countable
+        pages = range(0, size, mmap.PAGESIZE)
+        for offset in pages:
+            memory[offset] = 1
+        start()
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        for offset in pages:
+            memory[offset] = 2
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+
+@needs_setpriv
+@pytest.mark.parametrize(
+    ("args", "private"),
+    [(["write-tree"], True), (["update-index", "-q", "--refresh"], False)],
+    ids=["store", "user"],
+)
+def test_a_write_does_not_fork_paella(repo: Path, args: list[str], private: bool) -> None:
+    git = Git(repo, index_file=repo / ".git" / "private" if private else None)
+    if private:
+        git.run(["read-tree", "HEAD"])
+    forked = _faults_after(
+        lambda: subprocess.run(git.command(args), cwd=repo, env=git.env, preexec_fn=lambda: None)
+    )
+    assert forked > 8000, f"{forked} faults: the fork this compares with did not copy-on-write"
+    assert _faults_after(lambda: git.run(args)) < forked / 10
+
+
+def test_without_setpriv_writes_fall_back_to_the_hook(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "only-git"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git") or "git")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    git = Git(repo)
+    for args in (["hash-object", "-w", "--stdin"], ["read-tree", "--reset", "HEAD"]):
+        argv, hook = git.how_to_start(args)
+        assert argv[0] == str(bin_dir / "git")
+        assert hook is not None and hook is gitcli.die_with_parent()
+    assert git.out(["hash-object", "-w", "--stdin"], input=b"x\n")
+    assert git.how_to_start(["rev-parse", "HEAD"])[1] is None
+
+
+def test_a_setpriv_without_pdeathsig_is_not_used(repo: Path, tmp_path: Path) -> None:
+    """An old util-linux (before 2.33) has setpriv but not ``--pdeathsig``: it is tried once
+    and passed over, and the hook gives the signal instead."""
+    bin_dir = tmp_path / "old-util-linux"
+    bin_dir.mkdir()
+    old = bin_dir / "setpriv"
+    old.write_text("#!/bin/sh\necho \"setpriv: unrecognized option '$1'\" >&2\nexit 1\n")
+    old.chmod(0o755)
+    path_var = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    assert gitcli.death_signal_program(path_var) is None
+    argv, hook = gitcli.start_argv(["git", "write-tree"], "store", path_var)
+    assert argv == ["git", "write-tree"]
+    assert hook is gitcli.die_with_parent()
