@@ -33,8 +33,9 @@ WAYS = {
     "plain": "vfork, no death signal (the read-only commands)",
     "hook": "fork, the preexec_fn hook: prctl, then the parent check (every write before; "
     "the fallback now)",
-    "setpriv": "vfork, `setpriv --pdeathsig KILL -- git` (the `store` writes)",
-    "setpriv+sh": "vfork, setpriv then /bin/sh's parent check, then git (the `user` writes)",
+    "setpriv": "vfork, `setpriv --pdeathsig KILL -- git` (the `store` writes: objects, paella's refs)",
+    "setpriv+sh": "vfork, setpriv then /bin/sh's parent check, then git (the `checked` writes: "
+    "the private index, the user's work tree, index and refs)",
 }
 
 
@@ -65,7 +66,7 @@ def child(megabytes: int, starts: int, rounds: int) -> None:
         "plain": (git, None),
         "hook": (git, die_with_parent()),
         "setpriv": start_argv(git, "store", None),
-        "setpriv+sh": start_argv(git, "user", None),
+        "setpriv+sh": start_argv(git, "checked", None),
     }
     cpu_ms: dict[str, list[float]] = {way: [] for way in WAYS}
     wall_ms: dict[str, list[float]] = {way: [] for way in WAYS}

@@ -2,9 +2,8 @@
 how its child gets the death signal, and none of the ways forks paella where ``setpriv`` works.
 
 Each classification is checked against real git: a command called ``read`` leaves the work
-tree, every index and every ref as they were; one called ``store`` changes none of the user's
-(work tree, index, refs outside paella's). The kill -9 tests of the death signal itself are in
-test_rollback_kill9.py.
+tree, every index and every ref as they were; one called ``store`` changes nothing but objects
+and paella's refs. The kill -9 tests of the death signal itself are in test_rollback_kill9.py.
 """
 
 from __future__ import annotations
@@ -46,9 +45,9 @@ CASES: list[tuple[list[str], bytes | None, bool, StartKind]] = [
     (["hash-object", "-w", "--stdin"], b"an object\n", False, "store"),
     (["mktree"], b"", False, "store"),
     (["commit-tree", "HEAD^{tree}", "-p", "HEAD"], b"message\n", False, "store"),
-    (["write-tree"], None, True, "store"),
-    (["read-tree", "HEAD"], None, True, "store"),
-    (["update-index", "--add", "-z", "--stdin"], b"a.txt\0", True, "store"),
+    (["write-tree"], None, True, "checked"),
+    (["read-tree", "HEAD"], None, True, "checked"),
+    (["update-index", "--add", "-z", "--stdin"], b"a.txt\0", True, "checked"),
     (["update-ref", "refs/paella/run/checkpoints/1", "HEAD", ""], None, False, "store"),
     (["update-ref", "-m", "a message", "refs/paella-state/run", "HEAD"], None, False, "store"),
     (["update-ref", "--stdin"], b"create refs/paella/run/steps/1 HEAD\n", False, "store"),
@@ -58,17 +57,22 @@ CASES: list[tuple[list[str], bytes | None, bool, StartKind]] = [
         False,
         "store",
     ),
-    (["write-tree"], None, False, "user"),  # the user's index: write-tree records its cache tree
-    (["read-tree", "--reset", "HEAD"], None, False, "user"),
-    (["read-tree", "--reset", "-u", "HEAD"], None, True, "user"),
-    (["update-index", "-q", "--refresh"], None, False, "user"),
-    (["update-ref", "-m", "rollback", "refs/heads/main", "HEAD"], None, False, "user"),
-    (["update-ref", "--no-deref", "-m", "rollback", "HEAD", "HEAD"], None, False, "user"),
-    (["update-ref", "--stdin"], b"delete refs/paella/a\ndelete refs/heads/main\n", False, "user"),
-    (["symbolic-ref", "-m", "rollback", "HEAD", "refs/heads/main"], None, False, "user"),
-    (["config", "core.bare", "false"], None, False, "user"),
-    (["add", "-A"], None, True, "user"),  # not on the store list: the conservative default
-    (["fetch", "--quiet", "."], None, False, "user"),
+    (["write-tree"], None, False, "checked"),  # the user's index: write-tree records its cache tree
+    (["read-tree", "--reset", "HEAD"], None, False, "checked"),
+    (["read-tree", "--reset", "-u", "HEAD"], None, True, "checked"),
+    (["update-index", "-q", "--refresh"], None, False, "checked"),
+    (["update-ref", "-m", "rollback", "refs/heads/main", "HEAD"], None, False, "checked"),
+    (["update-ref", "--no-deref", "-m", "rollback", "HEAD", "HEAD"], None, False, "checked"),
+    (
+        ["update-ref", "--stdin"],
+        b"delete refs/paella/a\ndelete refs/heads/main\n",
+        False,
+        "checked",
+    ),
+    (["symbolic-ref", "-m", "rollback", "HEAD", "refs/heads/main"], None, False, "checked"),
+    (["config", "core.bare", "false"], None, False, "checked"),
+    (["add", "-A"], None, True, "checked"),  # not on the store list: the conservative default
+    (["fetch", "--quiet", "."], None, False, "checked"),
 ]
 
 
@@ -97,16 +101,16 @@ def _state(repo: Path, private: Path) -> dict[str, str]:
 
 
 def _users(state: dict[str, str]) -> dict[str, str]:
-    """What of ``state`` is the user's: all but paella's refs and its private index."""
+    """What of ``state`` a ``store`` command may not change: all but paella's refs."""
     paella = ("ref:refs/paella/", "ref:refs/paella-state/", "ref:refs/paella-mirror/")
-    return {k: v for k, v in state.items() if not k.startswith(paella) and k != "index:private"}
+    return {k: v for k, v in state.items() if not k.startswith(paella)}
 
 
 @pytest.mark.parametrize(("args", "stdin", "private", "kind"), CASES, ids=lambda v: str(v)[:40])
 def test_each_command_is_classed_by_what_it_really_writes(
     repo: Path, args: list[str], stdin: bytes | None, private: bool, kind: StartKind
 ) -> None:
-    assert start_kind(args, input=stdin, private_index=private) == kind
+    assert start_kind(args, input=stdin) == kind
     (repo / "a.txt").write_text("an untracked file\n")
     index = repo / ".git" / "private"
     git = Git(repo, index_file=index if private else None)
@@ -122,7 +126,7 @@ def test_each_command_is_classed_by_what_it_really_writes(
 
 
 @needs_setpriv
-def test_writes_start_through_setpriv_and_user_writes_check_their_parent(repo: Path) -> None:
+def test_writes_start_through_setpriv_and_checked_ones_check_their_parent(repo: Path) -> None:
     setpriv = gitcli.death_signal_program(os.environ.get("PATH"))
     git = Git(repo)
     program = git.command([])[0]
@@ -142,9 +146,9 @@ def test_writes_start_through_setpriv_and_user_writes_check_their_parent(repo: P
 
 
 @needs_setpriv
-def test_a_user_write_whose_paella_is_gone_never_starts_git(repo: Path) -> None:
+def test_a_checked_write_whose_paella_is_gone_never_starts_git(repo: Path) -> None:
     """The window setpriv leaves (paella killed before the signal is set) is closed for the
-    user's writes: started by anything but the paella it names, the command runs no git."""
+    checked writes: started by anything but the paella it names, the command runs no git."""
     git = Git(repo)
     args = ["update-ref", "refs/heads/stray", "HEAD"]
     argv, hook = git.how_to_start(args)
@@ -181,7 +185,7 @@ def _faults_after(start: Callable[[], object]) -> int:
 @pytest.mark.parametrize(
     ("args", "private"),
     [(["write-tree"], True), (["update-index", "-q", "--refresh"], False)],
-    ids=["store", "user"],
+    ids=["private-index", "user-index"],
 )
 def test_a_write_does_not_fork_paella(repo: Path, args: list[str], private: bool) -> None:
     git = Git(repo, index_file=repo / ".git" / "private" if private else None)

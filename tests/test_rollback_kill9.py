@@ -251,9 +251,13 @@ import sys, time
 from pathlib import Path
 from paella_tui.supervisor.store.gitcli import Git
 repo, index = Path(sys.argv[1]), sys.argv[2]
-git = Git(repo, index_file=Path(index) if index else None)
-proc = git.popen(["update-index", "--add", "-z", "--stdin"])
-proc.stdin.write(b"".join(b"d%d/f%d.bin\\0" % (i % 7, i) for i in range(200)))
+git = Git(repo, index_file=Path(index) if index not in ("", "objects") else None)
+if index == "objects":  # a store write: fast-import packs the blobs once its stdin ends
+    proc = git.popen(["fast-import", "--quiet"])
+    proc.stdin.write(b"blob\\ndata 24\\nwritten behind its back\\n\\n")
+else:
+    proc = git.popen(["update-index", "--add", "-z", "--stdin"])
+    proc.stdin.write(b"".join(b"d%d/f%d.bin\\0" % (i % 7, i) for i in range(200)))
 proc.stdin.flush()
 print(proc.pid, proc.args[0], flush=True)
 time.sleep(60)
@@ -263,9 +267,9 @@ time.sleep(60)
 @pytest.mark.parametrize(
     ("index", "setpriv"),
     [
-        pytest.param("private", True, id="store-write-setpriv"),
+        pytest.param("private", True, id="private-index-setpriv-then-parent-check"),
         pytest.param("user", True, id="user-index-setpriv-then-parent-check"),
-        pytest.param("private", False, id="store-write-no-setpriv-hook"),
+        pytest.param("private", False, id="private-index-no-setpriv-hook"),
         pytest.param("user", False, id="user-index-no-setpriv-hook"),
     ],
 )
@@ -306,3 +310,41 @@ def test_kill_9_mid_git_write_leaves_no_git_and_no_write(
     # Killed mid-write: the index is as it was, the lock git took is left (left_locks' case).
     assert (written.read_bytes() if written.exists() else None) == before
     assert lock.exists()
+
+
+@pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "no-setpriv-hook"])
+def test_kill_9_mid_object_write_leaves_no_git_and_no_object(
+    repo: Path, git, tmp_path: Path, setpriv: bool
+) -> None:
+    """The ``store`` kind (setpriv alone, no parent check) dies with paella all the same."""
+    blob = git.run(repo, "hash-object", "--stdin", input="written behind its back\n").stdout
+    packs = repo / ".git" / "objects" / "pack"
+    packed = sorted(packs.glob("*.pack"))
+    env = dict(os.environ)
+    if not setpriv:
+        only_git = tmp_path / "only-git"
+        only_git.mkdir()
+        (only_git / "git").symlink_to(shutil.which("git") or "git")
+        env["PATH"] = str(only_git)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(repo), "objects"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert holder.stdout is not None
+    pid, program = holder.stdout.readline().split()
+    child = psutil.Process(int(pid))
+    assert Path(program).name == ("setpriv" if setpriv else "git")
+    wait_until(
+        lambda: child.name() == "git" and any(packs.glob("tmp_pack_*")),
+        "fast-import to open its temporary pack",
+    )
+
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+
+    _gone, alive = psutil.wait_procs([child], timeout=10)
+    assert not alive, "a git child outlived the killed paella"
+    assert sorted(packs.glob("*.pack")) == packed
+    assert git.run(repo, "cat-file", "-e", blob.strip()).returncode != 0

@@ -11,30 +11,34 @@ paella's stores behind its back. paella's own ref updates run with hooks disable
 
 How a child gets its death signal without forking paella. A Python ``preexec_fn`` makes
 ``subprocess`` fork() instead of vfork(): the kernel copies paella's page tables and paella then
-takes a copy-on-write fault on each page it touches (3.8 ms of CPU a git start at 10 MB, 6-7.5 ms
-at 120 MB, against 1.6 ms; benchmarks/git_start.py). So where util-linux's ``setpriv`` knows
-``--pdeathsig`` (found on ``PATH`` and tried once per process), git is started vfork'ed through
-it, with no ``preexec_fn``, in one of three ways by what the command can write
+takes a copy-on-write fault on each page it writes (4.4 ms of CPU a git start at 10 MB, 10 ms at
+120 MB, 17 ms at 250 MB, against 1.8 ms: ``benchmarks/git_start.py``). So where util-linux's
+``setpriv`` knows ``--pdeathsig`` (found on ``PATH`` and tried once per process), git starts
+vfork'ed through it, with no ``preexec_fn``, one of three ways by what the command can write
 (:func:`start_kind`):
 
 - ``read``: nothing. Started plain: one left behind ends by itself and changes nothing.
-- ``store``: only paella's own stores: objects (written whole and renamed into place), refs
-  under ``refs/paella/``, ``refs/paella-state/``, ``refs/paella-mirror/``, and a private index.
-  Started as ``setpriv --pdeathsig KILL -- git ...``. Were paella killed in the millisecond
-  between the start and setpriv's ``prctl``, this one git would run to its end: exactly what
-  paella dying a moment later, just after that git returned, leaves (unreferenced objects, a
-  paella ref moved, a private index rewritten whole), and every such moment is one a ``kill -9``
-  can already choose. No one else writes those stores, and a new paella takes longer to start
-  than the stray git takes to end (and it waits for, or ignores, git's own lock files).
-- ``user``: anything else, above all what writes the user's work tree, index or branches
-  (``read-tree --reset`` of a rollback, ``update-index --refresh``, ``update-ref HEAD``): the
-  user may act the moment paella is gone, so no git may start after it. Started as ``setpriv
-  --pdeathsig KILL -- /bin/sh -c 'test "$PPID" = "$1" && shift && exec "$@"' sh <paella's pid>
-  git ...``: the signal is set first, then the shell checks its parent is still paella before
-  git starts (the same check the fallback hook makes), at a fixed ~2.5 ms more than a plain
-  start whatever paella's size.
+- ``store``: objects and paella's refs only. Objects (``hash-object``, ``mktree``,
+  ``commit-tree``, ``fast-import``...) are written to a temporary file and renamed into place
+  whole, under no lock; refs under ``refs/paella/``, ``refs/paella-state/`` and
+  ``refs/paella-mirror/`` are created only, or moved by compare-and-swap. Started as ``setpriv
+  --pdeathsig KILL -- git ...`` (3.2 ms). Were paella killed in the millisecond between the
+  start and setpriv's ``prctl``, this one git would run to its end: what paella dying just
+  after that git returned leaves (an unreferenced object, a paella ref created or moved), a
+  moment every ``kill -9`` can already choose. Such a git ends within milliseconds, long before
+  a new paella has even started (150 ms and more) and could meet the ref lock it holds, which
+  a new paella takes to be a dead paella's and removes (``checkpoints``).
+- ``checked``: anything else. The private index (``update-index``, ``write-tree``,
+  ``read-tree``): on a large tree these run for seconds, and a new paella removes the private
+  index's lock it finds, trusting its writer died (``snapshot``). The user's work tree, index
+  and branches (``read-tree --reset`` of a rollback, ``update-index --refresh``, ``update-ref
+  HEAD``): the user may act the moment paella is gone. And any command not named above. No git
+  of these may start once paella is gone: started as ``setpriv --pdeathsig KILL -- /bin/sh -c
+  'test "$PPID" = "$1" && shift && exec "$@"' sh <paella's pid> git ...``, the signal is set
+  first, then the shell checks that its parent is still paella before git starts (the check the
+  fallback hook makes), at 4.4 ms whatever paella's size.
 
-Without a usable ``setpriv`` (or ``/bin/sh`` for ``user``), the ``preexec_fn`` hook of
+Without a usable ``setpriv`` (or ``/bin/sh`` for ``checked``), the ``preexec_fn`` hook of
 :func:`die_with_parent` does both (signal, then the parent check) in the forked child, as it did
 for every write before. Off Linux, children get no death signal.
 """
@@ -124,19 +128,16 @@ _OBJECT_WRITERS = frozenset(
     {"commit-tree", "fast-import", "hash-object", "index-pack", "mktag", "mktree", "pack-objects"}
     | {"unpack-objects"}
 )
-# Commands that write only objects and the index ``GIT_INDEX_FILE`` names (``read-tree`` without
-# ``-u``, which would write the work tree too).
-_INDEX_WRITERS = frozenset({"read-tree", "update-index", "write-tree"})
 _PAELLA_REFS = ("refs/paella/", "refs/paella-state/", "refs/paella-mirror/")
 _REF_COMMAND = re.compile(rb"^(?:update|create|delete|verify) ([^ \0\n]+)")
 _REF_CONTROL = frozenset({b"start", b"prepare", b"commit", b"abort"})
 
-StartKind = Literal["read", "store", "user"]
+StartKind = Literal["read", "store", "checked"]
 """What a git command can write, which says how it is started (the module docstring)."""
 
 
-def start_kind(args: Sequence[str], *, input: bytes | None, private_index: bool) -> StartKind:
-    """``read``, ``store`` or ``user``: what ``git args`` (fed ``input``) can write."""
+def start_kind(args: Sequence[str], *, input: bytes | None) -> StartKind:
+    """``read``, ``store`` or ``checked``: what ``git args`` (fed ``input``) can write."""
     command = args[0] if args else ""
     if command in _READ_ONLY:
         return "read"
@@ -148,11 +149,9 @@ def start_kind(args: Sequence[str], *, input: bytes | None, private_index: bool)
         return "read"
     if command in _OBJECT_WRITERS:
         return "store"
-    if command in _INDEX_WRITERS and private_index and "-u" not in args:
-        return "store"
     if command == "update-ref" and _only_paella_refs(args[1:], input):
         return "store"
-    return "user"
+    return "checked"
 
 
 def _reads_a_symbolic_ref(args: Sequence[str]) -> bool:
@@ -302,7 +301,7 @@ def start_argv(
         return list(argv), die_with_parent()
     if kind == "store":
         return [setpriv, *_PDEATHSIG, *argv], None
-    if not _shell_usable():
+    if not _shell_usable():  # kind "checked"
         return list(argv), die_with_parent()
     return [setpriv, *_PDEATHSIG, _SHELL, "-c", _PARENT_CHECK, "sh", str(os.getpid()), *argv], None
 
@@ -374,12 +373,12 @@ class Git:
     ) -> tuple[list[str], Callable[[], None] | None]:
         """The argv and ``preexec_fn`` that start ``git args`` (fed ``input``): with the death
         signal its writes call for (:func:`start_kind`, :func:`start_argv`)."""
-        kind = start_kind(args, input=input, private_index=self.index_file is not None)
+        kind = start_kind(args, input=input)
         return start_argv(self.command(args), kind, self._env.get("PATH"))
 
     def popen(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
         """Start ``git args`` with pipes on stdin and stdout (for ``cat-file --batch`` streams;
-        its stdin is not known beforehand: an ``update-ref --stdin`` here counts as ``user``)."""
+        its stdin is not known beforehand: an ``update-ref --stdin`` here counts as ``checked``)."""
         return self._spawn(args, subprocess.PIPE)
 
     def start(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
