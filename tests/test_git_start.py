@@ -214,16 +214,43 @@ def test_without_setpriv_writes_fall_back_to_the_hook(
     assert git.how_to_start(["rev-parse", "HEAD"])[1] is None
 
 
-def test_a_setpriv_without_pdeathsig_is_not_used(repo: Path, tmp_path: Path) -> None:
-    """An old util-linux (before 2.33) has setpriv but not ``--pdeathsig``: it is tried once
-    and passed over, and the hook gives the signal instead."""
-    bin_dir = tmp_path / "old-util-linux"
+# Stand-ins for a setpriv that cannot give the signal: util-linux before 2.33 (getopt names the
+# program as it was started), and a sandbox refusing the prctl (util-linux's own error prefix).
+OLD_SETPRIV = {
+    "old-util-linux": "echo \"$0: unrecognized option '$1'\" >&2; echo \"Try '$0 --help'\" >&2",
+    "prctl-refused": "echo 'setpriv: set parent death signal failed: Operation not permitted' >&2",
+}
+
+
+@pytest.mark.parametrize("why", OLD_SETPRIV)
+def test_a_setpriv_that_cannot_is_tried_once_and_passed_over(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    bin_dir = tmp_path / why
     bin_dir.mkdir()
     old = bin_dir / "setpriv"
-    old.write_text("#!/bin/sh\necho \"setpriv: unrecognized option '$1'\" >&2\nexit 1\n")
+    old.write_text(
+        f"#!/bin/sh\necho started >> {tmp_path / 'starts'}\n{OLD_SETPRIV[why]}\nexit 1\n"
+    )
     old.chmod(0o755)
     path_var = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+    # Through Git.run, the first write is the trial: refused, it runs again with the hook.
+    monkeypatch.setenv("PATH", path_var)
+    git = Git(repo)
+    oid = git.out(["hash-object", "-w", "--stdin"], input=b"tried\n")
+    assert git.out(["cat-file", "blob", oid]) == "tried"
+    assert (tmp_path / "starts").read_text() == "started\n"
+    assert git.how_to_start(["hash-object", "-w", "--stdin"]) == (
+        git.command(["hash-object", "-w", "--stdin"]),
+        gitcli.die_with_parent(),
+    )
+    git.run(["update-ref", "refs/heads/checked", "HEAD"])
+    assert (tmp_path / "starts").read_text() == "started\n"  # never again in this process
+    assert git.rev_parse("refs/heads/checked") == git.rev_parse("HEAD")
+
+    # Asked beforehand (popen's streams cannot be run twice), it is tried on its own.
+    gitcli._setpriv_works.clear()
     assert gitcli.death_signal_program(path_var) is None
     argv, hook = gitcli.start_argv(["git", "write-tree"], "store", path_var)
-    assert argv == ["git", "write-tree"]
-    assert hook is gitcli.die_with_parent()
+    assert (argv, hook) == (["git", "write-tree"], gitcli.die_with_parent())

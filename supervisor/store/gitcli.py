@@ -13,7 +13,8 @@ How a child gets its death signal without forking paella. A Python ``preexec_fn`
 ``subprocess`` fork() instead of vfork(): the kernel copies paella's page tables and paella then
 takes a copy-on-write fault on each page it writes (4.4 ms of CPU a git start at 10 MB, 10 ms at
 120 MB, 17 ms at 250 MB, against 1.8 ms: ``benchmarks/git_start.py``). So where util-linux's
-``setpriv`` knows ``--pdeathsig`` (found on ``PATH`` and tried once per process), git starts
+``setpriv`` knows ``--pdeathsig`` (found on ``PATH``; a process's first write through it is its
+trial, run again with the hook below if setpriv itself refused, before any git ran), git starts
 vfork'ed through it, with no ``preexec_fn``, one of three ways by what the command can write
 (:func:`start_kind`):
 
@@ -252,36 +253,63 @@ _SHELL = "/bin/sh"
 _PARENT_CHECK = 'test "$PPID" = "$1" && shift && exec "$@"'
 
 
-def death_signal_program(path_var: str | None) -> str | None:
-    """The ``setpriv`` on this ``PATH`` that starts a program with ``--pdeathsig`` (tried once;
-    looked up again if it moved), or None: not Linux, none there, or it does not work here."""
+def death_signal_program(path_var: str | None, *, untried: bool = False) -> str | None:
+    """The ``setpriv`` on this ``PATH`` that starts a program with ``--pdeathsig``, or None: not
+    Linux, none there, or it failed here. One not tried yet in this process is tried first (a
+    process start), unless ``untried``: the caller's own start is then its trial, and a
+    failure it reports (:func:`refused_by_setpriv`) rules it out."""
     if not sys.platform.startswith("linux"):
         return None
     found = _find_setpriv(path_var)
-    if found is not None and not os.access(found, os.X_OK):
+    if found is not None and not os.access(found, os.X_OK):  # moved (an upgrade): look again
         _find_setpriv.cache_clear()
         found = _find_setpriv(path_var)
-    return found
+    if found is None:
+        return None
+    works = _setpriv_works.get(found)
+    if works is None and not untried:
+        works = _setpriv_works[found] = _try_setpriv(found)
+    return None if works is False else found
+
+
+_setpriv_works: dict[str, bool] = {}
+"""Whether each ``setpriv`` found has worked in this process (absent: not tried yet)."""
 
 
 @functools.lru_cache(maxsize=8)
 def _find_setpriv(path_var: str | None) -> str | None:
     found = shutil.which("setpriv", path=path_var if path_var is not None else os.defpath)
-    if found is None or not os.path.isabs(found):
-        return None
+    return found if found is not None and os.path.isabs(found) else None
+
+
+def _try_setpriv(setpriv: str) -> bool:
+    """Whether ``setpriv`` sets the death signal here: an old one lacks the option, a sandbox
+    may refuse the ``prctl``."""
     try:
-        # The real thing once: an old setpriv without the option, or a sandbox refusing the
-        # prctl, fails here rather than on every write.
         proc = subprocess.run(
-            [found, *_PDEATHSIG, found, "--version"],
+            [setpriv, *_PDEATHSIG, setpriv, "--version"],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=10,
             check=False,
         )
     except (OSError, subprocess.SubprocessError):
-        return None
-    return found if proc.returncode == 0 and b"setpriv" in proc.stdout else None
+        return False
+    return proc.returncode == 0 and b"setpriv" in proc.stdout
+
+
+def refused_by_setpriv(argv: Sequence[str], proc: subprocess.CompletedProcess[bytes]) -> bool:
+    """Whether ``proc``, started by ``argv`` through setpriv, failed in setpriv itself, before
+    any git ran (then safe to run again without it); a start that got past it proves it works."""
+    setpriv = argv[0] if argv and list(argv[1:3]) == list(_PDEATHSIG[:2]) else None
+    if setpriv is None:
+        return False
+    # util-linux prints "setpriv: ..." for its own errors, getopt "<argv[0]>: ..." for options.
+    refused = proc.returncode != 0 and proc.stderr.startswith(
+        (b"setpriv: ", setpriv.encode(errors="surrogateescape") + b": ")
+    )
+    _setpriv_works[setpriv] = not refused
+    return refused
 
 
 @functools.lru_cache(maxsize=1)
@@ -290,13 +318,14 @@ def _shell_usable() -> bool:
 
 
 def start_argv(
-    argv: Sequence[str], kind: StartKind, path_var: str | None
+    argv: Sequence[str], kind: StartKind, path_var: str | None, *, untried: bool = False
 ) -> tuple[list[str], Callable[[], None] | None]:
     """The argv and ``preexec_fn`` that start ``argv`` (a git command of ``kind``) so that it
-    dies with this process, as the module docstring says; ``path_var`` is the child's ``PATH``."""
+    dies with this process, as the module docstring says; ``path_var`` is the child's ``PATH``,
+    ``untried`` as for :func:`death_signal_program`."""
     if kind == "read":
         return list(argv), None
-    setpriv = death_signal_program(path_var)
+    setpriv = death_signal_program(path_var, untried=untried)
     if setpriv is None:
         return list(argv), die_with_parent()
     if kind == "store":
@@ -354,7 +383,8 @@ class Git:
     ) -> subprocess.CompletedProcess[bytes]:
         """Run ``git args`` in the work tree and return the completed process (bytes)."""
         full_env = self._env if env is None else {**self._env, **env}
-        argv, preexec = self.how_to_start(args, input=input)
+        # This start may be setpriv's trial in this process: its output says if it failed.
+        argv, preexec = self.how_to_start(args, input=input, untried=True)
         proc = subprocess.run(
             argv,
             cwd=self.root,
@@ -364,17 +394,28 @@ class Git:
             check=False,
             preexec_fn=preexec,
         )
+        if refused_by_setpriv(argv, proc):  # no git ran: again, with the fallback hook
+            argv, preexec = self.how_to_start(args, input=input)
+            proc = subprocess.run(
+                argv,
+                cwd=self.root,
+                env=full_env,
+                input=input,
+                capture_output=True,
+                check=False,
+                preexec_fn=preexec,
+            )
         if check and proc.returncode != 0:
             raise GitError(list(args), proc.returncode, proc.stderr.decode(errors="replace"))
         return proc
 
     def how_to_start(
-        self, args: Sequence[str], *, input: bytes | None = None
+        self, args: Sequence[str], *, input: bytes | None = None, untried: bool = False
     ) -> tuple[list[str], Callable[[], None] | None]:
         """The argv and ``preexec_fn`` that start ``git args`` (fed ``input``): with the death
         signal its writes call for (:func:`start_kind`, :func:`start_argv`)."""
         kind = start_kind(args, input=input)
-        return start_argv(self.command(args), kind, self._env.get("PATH"))
+        return start_argv(self.command(args), kind, self._env.get("PATH"), untried=untried)
 
     def popen(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
         """Start ``git args`` with pipes on stdin and stdout (for ``cat-file --batch`` streams;
