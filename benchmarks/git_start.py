@@ -110,7 +110,7 @@ def main() -> None:
     print(python_line())
     print(f"- setpriv: {shutil.which('setpriv')}; {args.rounds} rounds × {args.starts} starts\n")
     print("CPU ms per start (paella's own + the child's), median of the rounds; wall ms after /\n")
-    print("| held | " + " | ".join(WAYS) + " | first lookup of setpriv |")
+    print("| held | " + " | ".join(WAYS) + " | setpriv tried on its own |")
     print("|---|" + "---|" * (len(WAYS) + 1))
     for row in results:
         cells = [f"{w['cpu_ms']:.2f} / {w['wall_ms']:.2f}" for w in row["ways"].values()]

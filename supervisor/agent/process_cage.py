@@ -10,13 +10,13 @@ None and the tree falls back to the child subreaper and the sweep of re-parented
 
 The child joins its cage itself, between fork and exec (``enter``), so not even its first
 instruction runs outside it. That ``preexec_fn`` makes ``subprocess`` fork paella instead of
-vforking it (2-15 ms more CPU a start at 40-250 MB: ``benchmarks/git_start.py``, its ``hook``
-column); it is kept because it is paid only with cages on, once per gate run or agent start
-(gates and the agent start vfork'ed without a cage), and the way around it, a shell that joins
-the cage and then ``exec``s the command, would change how a command that cannot start is told:
-``subprocess`` raises the exec's own error, which a gate turns into an ``error`` verdict naming
-the fix, where a shell exits 126 or 127 (a ``fail``) and dash runs a file without ``#!`` as a
-script.
+vforking it (3-14 ms more CPU a start at 40-250 MB: ``benchmarks/git_start.py``, its ``hook``
+column against ``plain``). It is kept: it is paid only with cages on, once per gate run (a gate
+starts vfork'ed without a cage; the agent on a pseudo-terminal needs a ``preexec_fn`` anyway, to
+take its terminal), and the way around it, a shell that joins the cage and then ``exec``s the
+command, would change how a command that cannot start is told: ``subprocess`` raises the exec's
+own error, which a gate turns into an ``error`` verdict naming the fix, where a shell exits 126
+or 127 (a ``fail``) and dash runs a file without ``#!`` as a script.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ paella's stores behind its back. paella's own ref updates run with hooks disable
 
 How a child gets its death signal without forking paella. A Python ``preexec_fn`` makes
 ``subprocess`` fork() instead of vfork(): the kernel copies paella's page tables and paella then
-takes a copy-on-write fault on each page it writes (4.4 ms of CPU a git start at 10 MB, 10 ms at
-120 MB, 17 ms at 250 MB, against 1.8 ms: ``benchmarks/git_start.py``). So where util-linux's
+takes a copy-on-write fault on each page it writes (3.6 ms of CPU a git start at 10 MB, 8.5 ms
+at 120 MB, 15 ms at 250 MB, against 1.5 ms plain: ``benchmarks/git_start.py``). So where util-linux's
 ``setpriv`` knows ``--pdeathsig`` (found on ``PATH``; a process's first write through it is its
 trial, run again with the hook below if setpriv itself refused, before any git ran), git starts
 vfork'ed through it, with no ``preexec_fn``, one of three ways by what the command can write
@@ -23,7 +23,7 @@ vfork'ed through it, with no ``preexec_fn``, one of three ways by what the comma
   ``commit-tree``, ``fast-import``...) are written to a temporary file and renamed into place
   whole, under no lock; refs under ``refs/paella/``, ``refs/paella-state/`` and
   ``refs/paella-mirror/`` are created only, or moved by compare-and-swap. Started as ``setpriv
-  --pdeathsig KILL -- git ...`` (3.2 ms). Were paella killed in the millisecond between the
+  --pdeathsig KILL -- git ...`` (2.7 ms). Were paella killed in the millisecond between the
   start and setpriv's ``prctl``, this one git would run to its end: what paella dying just
   after that git returned leaves (an unreferenced object, a paella ref created or moved), a
   moment every ``kill -9`` can already choose. Such a git ends within milliseconds, long before
@@ -37,7 +37,7 @@ vfork'ed through it, with no ``preexec_fn``, one of three ways by what the comma
   of these may start once paella is gone: started as ``setpriv --pdeathsig KILL -- /bin/sh -c
   'test "$PPID" = "$1" && shift && exec "$@"' sh <paella's pid> git ...``, the signal is set
   first, then the shell checks that its parent is still paella before git starts (the check the
-  fallback hook makes), at 4.4 ms whatever paella's size.
+  fallback hook makes), at 3.7 ms whatever paella's size.
 
 Without a usable ``setpriv`` (or ``/bin/sh`` for ``checked``), the ``preexec_fn`` hook of
 :func:`die_with_parent` does both (signal, then the parent check) in the forked child, as it did
