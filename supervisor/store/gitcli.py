@@ -12,11 +12,11 @@ paella's stores behind its back. paella's own ref updates run with hooks disable
 How a child gets its death signal without forking paella. A Python ``preexec_fn`` makes
 ``subprocess`` fork() instead of vfork(): the kernel copies paella's page tables and paella then
 takes a copy-on-write fault on each page it writes (3.6 ms of CPU a git start at 10 MB, 8.5 ms
-at 120 MB, 15 ms at 250 MB, against 1.5 ms plain: ``benchmarks/git_start.py``). So where util-linux's
-``setpriv`` knows ``--pdeathsig`` (found on ``PATH``; a process's first write through it is its
-trial, run again with the hook below if setpriv itself refused, before any git ran), git starts
-vfork'ed through it, with no ``preexec_fn``, one of three ways by what the command can write
-(:func:`start_kind`):
+at 120 MB, 15 ms at 250 MB, against 1.5 ms plain: ``benchmarks/git_start.py``). So where
+util-linux's ``setpriv`` knows ``--pdeathsig`` (found on ``PATH``; a process's first write
+through it is its trial, run again with the hook below if setpriv itself refused, before any git
+ran), git starts vfork'ed through it, with no ``preexec_fn``, one of three ways by what the
+command can write (:func:`start_kind`):
 
 - ``read``: nothing. Started plain: one left behind ends by itself and changes nothing.
 - ``store``: objects and paella's refs only. Objects (``hash-object``, ``mktree``,
