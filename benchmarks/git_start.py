@@ -33,7 +33,8 @@ WAYS = {
     "plain": "vfork, no death signal (the read-only commands)",
     "hook": "fork, the preexec_fn hook: prctl, then the parent check (every write before; "
     "the fallback now)",
-    "setpriv": "vfork, `setpriv --pdeathsig KILL -- git` (the `store` writes: objects, paella's refs)",
+    "setpriv": "vfork, `setpriv --pdeathsig KILL -- git` (the `store` writes: objects, "
+    "paella's refs)",
     "setpriv+sh": "vfork, setpriv then /bin/sh's parent check, then git (the `checked` writes: "
     "the private index, the user's work tree, index and refs)",
 }
