@@ -157,27 +157,26 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules), "out": out.getva
 """
 
 
+# The two workspaces are made once each for the whole module: its cases run on one xdist
+# worker, not on each worker that would otherwise make both again.
+pytestmark = pytest.mark.xdist_group("command-imports")
+
+
 @pytest.fixture(scope="module", params=["contract", "manual"])
 def workspace(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workspace whose run has a frozen contract (``paella init`` first), or a manual run
-    opened by a checkpoint where there is no ``paella.toml``."""
-    from conftest import make_repo
+    opened by a checkpoint where there is no ``paella.toml``. Made through ``cli.main`` in this
+    process (the same commands and files, without an interpreter each): what is checked is the
+    probe's fresh interpreter, not how these ran."""
+    from conftest import make_repo, run_paella_in_process
 
     repo = make_repo(tmp_path_factory.mktemp(f"imports-{request.param}") / "repo")
+    commands = [["checkpoint", "--label", "first"], ["status"]]
     if request.param == "contract":
-        subprocess.run(
-            [sys.executable, "-m", "paella_tui", "init", "--agent", "true", "--gate", "unit=true"],
-            cwd=repo,
-            check=True,
-            capture_output=True,
-        )
-    for command in (["checkpoint", "--label", "first"], ["status"]):
-        subprocess.run(
-            [sys.executable, "-m", "paella_tui", *command],
-            cwd=repo,
-            check=True,
-            capture_output=True,
-        )
+        commands.insert(0, ["init", "--agent", "true", "--gate", "unit=true"])
+    for command in commands:
+        made = run_paella_in_process(repo, *command)
+        assert made.returncode == 0, (command, made.stderr)
     return repo
 
 

@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from conftest import make_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ from paella_tui.supervisor.store.change_feed import FULL_EVERY, ChangeFeed
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import STATE_DIR_ENV, Workspace
 from paella_tui.supervisor.watch.ignore_verdicts import IgnoreVerdicts
-from tests.conftest import make_repo
 
 MAX_SIZE = 64
 """A small size cap, so that some writes are left out and come back."""
