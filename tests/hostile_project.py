@@ -133,18 +133,32 @@ def no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
 
 
+# The finished project of this test process, once made: (project, its saved folder, its XDG
+# state folder). Every module that asks for it gets this one, put back as it was saved.
+_FINISHED: list[tuple[HostileProject, SavedFolder, Path]] = []
+
+
 @contextlib.contextmanager
 def finished_project(
-    tmp_path_factory: pytest.TempPathFactory, git: GitRunner, name: str
+    tmp_path_factory: pytest.TempPathFactory, git: GitRunner
 ) -> Iterator[tuple[HostileProject, SavedFolder]]:
     """A project with one finished run (a checkpoint, then the agent failed), its paella state
     and its mirror (a private XDG state folder) all in one saved folder: for a module of cases
-    that each put it back (``SavedFolder.restore``) rather than run paella again."""
-    world = tmp_path_factory.mktemp(name)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_STATE_HOME", str(world / "xdg-state"))
-        p = HostileProject(world, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
-        assert p.paella("run", "--headless").returncode == 1
+    that each put it back (``SavedFolder.restore``) rather than run paella again. The run is made
+    once per test process, by the first module that asks (the same ``paella run --headless``
+    each would make: one script, one contract), and put back as saved for each module after it;
+    ``XDG_STATE_HOME`` points at its mirror while the module's cases run."""
+    if not _FINISHED:
+        world = tmp_path_factory.mktemp("finished-run")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("XDG_STATE_HOME", str(world / "xdg-state"))
+            p = HostileProject(world, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
+            assert p.paella("run", "--headless").returncode == 1
         saved = SavedFolder(world)
         saved.save()
+        _FINISHED.append((p, saved, world / "xdg-state"))
+    p, saved, xdg_state = _FINISHED[0]
+    saved.restore()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(xdg_state))
         yield p, saved

@@ -31,7 +31,7 @@ def finished_run(
 ) -> Iterator[tuple[HostileProject, SavedFolder]]:
     """A project with one finished run (a checkpoint, then the agent failed), its paella state
     and its mirror (a private XDG state folder) all in one saved folder."""
-    with finished_project(tmp_path_factory, git, "finished-run") as made:
+    with finished_project(tmp_path_factory, git) as made:
         yield made
 
 

@@ -23,7 +23,7 @@ def finished_run(
     tmp_path_factory: pytest.TempPathFactory, git: GitRunner
 ) -> Iterator[tuple[HostileProject, SavedFolder]]:
     """A project with one finished run, its state and its mirror in one saved folder."""
-    with finished_project(tmp_path_factory, git, "history-reads") as made:
+    with finished_project(tmp_path_factory, git) as made:
         yield made
 
 

@@ -7,13 +7,15 @@ at once. What a person would see or lose is what each test checks.
 from __future__ import annotations
 
 import json
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 from conftest import GitRunner
-from hostile_project import HostileProject, no_traceback
+from hostile_project import HostileProject, finished_project, no_traceback
 
 from paella_tui.supervisor.agent.process_cage import Cage
 
@@ -197,18 +199,23 @@ def test_deleted_refs_gc_and_state_are_restored_from_the_mirror_and_rollback_wor
         assert any(r.startswith("refs/paella-state/") for r in held), held
 
 
-@pytest.mark.slow
+@pytest.fixture
+def finished(tmp_path_factory: pytest.TempPathFactory, git: GitRunner) -> Iterator[HostileProject]:
+    """The project after ``paella run --headless`` of ``echo ok > ok.txt; sleep 1; exit 1`` (a
+    checkpoint, then the agent failed), as that run left it: the run is made once per test
+    process and its folder put back for each test (hostile_project.finished_project)."""
+    with finished_project(tmp_path_factory, git) as (p, _):
+        yield p
+
+
 def test_a_state_folder_deleted_between_commands_comes_back_for_every_reader(
-    tmp_path: Path, git: GitRunner
+    finished: HostileProject, git: GitRunner
 ) -> None:
-    p = HostileProject(tmp_path, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
-    assert p.paella("run", "--headless").returncode == 1
+    p = finished
     before = p.read("checkpoints", "--json").stdout
     for ref in git(p.repo, "for-each-ref", "--format=%(refname)", "refs/paella").split():
         git(p.repo, "update-ref", "-d", ref)
     git(p.repo, "gc", "-q", "--prune=now")
-    import shutil
-
     shutil.rmtree(p.state)
     status = p.read("status")
     no_traceback(status)
@@ -339,10 +346,9 @@ def test_an_edited_protected_test_is_not_done_headless(tmp_path: Path, git: GitR
 
 
 def test_a_pruned_run_stays_pruned_the_mirror_forgets_it_too(
-    tmp_path: Path, git: GitRunner
+    finished: HostileProject, git: GitRunner
 ) -> None:
-    p = HostileProject(tmp_path, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
-    assert p.paella("run", "--headless").returncode == 1
+    p = finished
     run_id = p.run_dir().name
     pruned = p.read("prune", run_id)
     assert pruned.returncode == 0, pruned.stderr
