@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import SavedFolder, make_repo
 from conftest import run_paella_in_process as in_process
 
-from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.run.runs import RunStore, wait_for_mirror
 from paella_tui.supervisor.store import checkpoints, rollback
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
@@ -107,13 +108,40 @@ def run_printed(paella, repo: Path, command: str) -> None:
     assert result.returncode == 0, f"{command}: {result.stderr}"
 
 
+@pytest.fixture(scope="module")
+def built_scenario(
+    tmp_path_factory: pytest.TempPathFactory, git, tree_state
+) -> tuple[Scenario, SavedFolder, Path]:
+    """``build_scenario`` once per module (per xdist worker): the repository, its run's state
+    and its mirror (a private XDG state folder) in one saved folder, put back for each case."""
+    world = tmp_path_factory.mktemp("rollback-faults")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(world / "xdg-state"))
+        sc = build_scenario(make_repo(world / "repo", git), git, tree_state)
+        wait_for_mirror()  # the checkpoint's ledger reaches the mirror before the folder is saved
+    saved = SavedFolder(world)
+    saved.save()
+    return sc, saved, world / "xdg-state"
+
+
+@pytest.fixture
+def scenario(
+    built_scenario: tuple[Scenario, SavedFolder, Path], monkeypatch: pytest.MonkeyPatch
+) -> Scenario:
+    """The built scenario as it was saved: checkpoint 1, then the agent's damage."""
+    sc, saved, xdg_state = built_scenario
+    saved.restore()
+    monkeypatch.setenv("XDG_STATE_HOME", str(xdg_state))
+    return sc
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("recovery", ["undo", "finish"])
 @pytest.mark.parametrize("step", rollback.STEPS)
 def test_kill_at_each_rollback_step_is_recoverable(
-    repo: Path, git, paella, tree_state, step: str, recovery: str
+    scenario: Scenario, git, paella, tree_state, step: str, recovery: str
 ) -> None:
-    sc = build_scenario(repo, git, tree_state)
+    sc, repo = scenario, scenario.repo
 
     killed = paella(repo, "rollback", "1", "--yes", env={rollback.KILL_AT_ENV: step})
 
