@@ -54,20 +54,21 @@ def state_dir(path: Path) -> Iterator[None]:
             os.environ[STATE_DIR_ENV] = old
 
 
-def full_scan_tree(root: Path, where: Path) -> str:
-    """The tree a fresh snapshotter (no private index yet, nothing followed) finds."""
+def full_scan_tree(workspace: Workspace, where: Path) -> str:
+    """The tree a fresh snapshotter (no private index yet, nothing followed) finds. (A
+    ``Workspace`` is the work tree's paths only, found once: the same for every snapshotter.)"""
     shutil.rmtree(where, ignore_errors=True)
     with state_dir(where):
-        fresh = Snapshotter(Workspace.find(root), max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
+        fresh = Snapshotter(workspace, max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
         with fresh.locked():
             return fresh.take().tree
 
 
-def watcher_view(root: Path, touched: set[str]) -> list[str]:
+def watcher_view(workspace: Workspace, touched: set[str]) -> list[str]:
     """What the watcher reports of these paths: its own rules (byproduct globs, then git's
     ignore rules asked the way it asks them), so entries it cannot see are the snapshot's job."""
     cheap = [p for p in touched if not (folder_match(p, BYPRODUCTS) or match_any(p, BYPRODUCTS))]
-    ignored = IgnoreVerdicts(Workspace.find(root).git).ignored(cheap) if cheap else set()
+    ignored = IgnoreVerdicts(workspace.git).ignored(cheap) if cheap else set()
     return [p for p in cheap if p not in ignored]
 
 
@@ -163,9 +164,10 @@ def start(root: Path, tmp: Path) -> Snapshotter:
     """A run's snapshotter on a repository with ignore rules and a tracked ignored file."""
     (root / ".gitignore").write_text("build/\n*.log\n")
     (root / "keep.log").write_text("tracked though ignored\n")
-    Workspace.find(root).git.run(["add", "-f", ".gitignore", "keep.log"])
+    workspace = Workspace.find(root)
+    workspace.git.run(["add", "-f", ".gitignore", "keep.log"])
     with state_dir(tmp / "run-state"):
-        snapshotter = Snapshotter(Workspace.find(root), max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
+        snapshotter = Snapshotter(workspace, max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
     snapshotter.changes.follow()
     with snapshotter.locked():
         snapshotter.take(follow_changes=True)  # the first one is a full scan
@@ -197,10 +199,11 @@ def test_a_snapshot_from_the_changed_paths_equals_a_full_scan(
             touched |= apply(root, edit, with_folders)
         # Also tracked, ignored by the rules: the watcher never reports it.
         (root / "keep.log").write_text(f"{len(touched)} changes\n")
-        snapshotter.changes.note(watcher_view(root, touched))
+        snapshotter.changes.note(watcher_view(snapshotter.workspace, touched))
         with snapshotter.locked():
             followed = snapshotter.take(follow_changes=True).tree
-        assert followed == full_scan_tree(root, tmp / "ref-state"), (edits, snapshotter.last_scan)
+        reference = full_scan_tree(snapshotter.workspace, tmp / "ref-state")
+        assert followed == reference, (edits, snapshotter.last_scan)
 
 
 def test_one_changed_file_is_snapshotted_from_its_path(tmp_path: Path, git) -> None:
@@ -213,7 +216,7 @@ def test_one_changed_file_is_snapshotted_from_its_path(tmp_path: Path, git) -> N
         tree = snapshotter.take(follow_changes=True).tree
     assert snapshotter.last_scan == "changed"
     assert git.tree(root, tree)["new.txt"] == ("100644", b"new\n")
-    assert tree == full_scan_tree(root, tmp_path / "ref")
+    assert tree == full_scan_tree(snapshotter.workspace, tmp_path / "ref")
 
 
 def test_a_change_the_watcher_did_not_report_is_kept_for_the_full_scan(tmp_path: Path) -> None:
@@ -225,7 +228,7 @@ def test_a_change_the_watcher_did_not_report_is_kept_for_the_full_scan(tmp_path:
     with snapshotter.locked():
         tree = snapshotter.take(follow_changes=True).tree
     assert snapshotter.last_scan == "full"
-    assert tree == full_scan_tree(root, tmp_path / "ref")
+    assert tree == full_scan_tree(snapshotter.workspace, tmp_path / "ref")
 
 
 def test_doubtful_paths_fall_back_to_the_full_scan(tmp_path: Path) -> None:
@@ -238,7 +241,7 @@ def test_doubtful_paths_fall_back_to_the_full_scan(tmp_path: Path) -> None:
         with snapshotter.locked():
             tree = snapshotter.take(follow_changes=True).tree
         assert snapshotter.last_scan == "full", reported
-        assert tree == full_scan_tree(root, tmp_path / "ref")
+        assert tree == full_scan_tree(snapshotter.workspace, tmp_path / "ref")
 
 
 def test_a_full_scan_comes_back_every_so_often() -> None:
