@@ -90,6 +90,9 @@ class Project(PlannedRepo):
 
     # --- state on disk ----------------------------------------------------------------------
 
+    _read: tuple[tuple[str, int, int, int], tuple[dict[str, Any], ...]] | None = None
+    """The ledger's last read: (path, inode, size, mtime) and its records."""
+
     @functools.cached_property
     def store(self) -> RunStore:
         """The repository's run store, found once: the ledger is polled every 20 ms, and finding
@@ -104,10 +107,23 @@ class Project(PlannedRepo):
 
     def ledger(self, *kinds: str) -> list[dict[str, Any]]:
         try:
-            records = self.run.ledger.read().records
+            records = self._records(self.run)
         except AssertionError:
             return []
         return [r for r in records if not kinds or r["kind"] in kinds]
+
+    def _records(self, run: Run) -> tuple[dict[str, Any], ...]:
+        """The run's ledger records, read again only when the file changed: a wait polls every
+        20 ms, and a read parses and checks every line (the ledger's identity, size and time
+        unchanged: the same bytes, so the same records)."""
+        try:
+            st = run.ledger.path.stat()
+        except FileNotFoundError:
+            return ()
+        key = (str(run.ledger.path), st.st_ino, st.st_size, st.st_mtime_ns)
+        if self._read is None or self._read[0] != key:
+            self._read = (key, tuple(run.ledger.read().records))
+        return self._read[1]
 
     def wait_ledger(self, kind: str, count: int = 1, timeout: float = 30.0) -> dict[str, Any]:
         wait_until(
