@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import GitRunner, make_repo
 
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store import checkpoints, rollback
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
-from tests.conftest import GitRunner, make_repo
 
 OLD, NEW = b"old bytes\n", b"new bytes\n"
 assert len(OLD) == len(NEW)
