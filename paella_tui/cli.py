@@ -76,7 +76,26 @@ def _flush_mirror() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``paella`` console script; returns the exit status."""
-    if list(sys.argv[1:] if argv is None else argv) == ["status", "--tmux"]:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] != ["checkpoint"]:
+        return _main(argv, words)
+    # A checkpoint's snapshot lists the work tree while the engine is imported: its two git
+    # listings start now, and the snapshot takes their answer only if nothing they depend on
+    # changed meanwhile (store/scan_listing.py).
+    from paella_tui.supervisor.store import scan_listing
+
+    try:
+        scan_listing.start_early(Path.cwd())
+    except OSError:  # the current folder is gone: said below
+        pass
+    try:
+        return _main(argv, words)
+    finally:
+        scan_listing.discard_early()
+
+
+def _main(argv: Sequence[str] | None, words: list[str]) -> int:
+    if words == ["status", "--tmux"]:
         # A status bar asks every few seconds: the kept state answers, no engine loaded.
         from paella_tui.commands.tmux_line import fast_line
 

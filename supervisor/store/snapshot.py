@@ -39,6 +39,7 @@ from typing import Any
 from paella_tui.supervisor.base.errors import GitError
 from paella_tui.supervisor.base.files import ensure_dir
 from paella_tui.supervisor.base.owned_lock import OwnedLock
+from paella_tui.supervisor.store import scan_listing
 from paella_tui.supervisor.store.change_feed import ChangeFeed
 from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, Churn, churning
 from paella_tui.supervisor.store.git_words import CORRUPT_INDEX, MISSING_OBJECT
@@ -110,11 +111,8 @@ class Snapshotter:
             check=False,
         ).stdout
         self.attributes = AttributeSources(workspace, config)
-        self.git = Git(
-            workspace.root,
-            index_file=self.index_file,
-            config=(*PRIVATE_CONFIG, *self.attributes.pinned()),
-        )
+        self._git_config = (*PRIVATE_CONFIG, *self.attributes.pinned())
+        self.git = Git(workspace.root, index_file=self.index_file, config=self._git_config)
         self._exclude_files = exclude_files(workspace, config)
         self.attribute_checks = 0
         """How many snapshots asked ``check-attr`` which hashed paths git may have converted."""
@@ -237,40 +235,58 @@ class Snapshotter:
         """``diff-files --name-status`` items and untracked paths, over ``paths`` (None: all)."""
         if paths is not None and not paths:
             return [], []
-        # Literal pathspecs: a changed path is that path (or, for a folder gone, its content).
-        status = self.git.lines_z(
-            [
-                "diff-files",
-                "-z",
-                "--name-status",
-                "--no-renames",
-                "--ignore-submodules=dirty",
-                "--",
-                *_literal(paths or ()),
-            ]
-        )
+        if paths is None:
+            return self._full_listing()
+        status = self.git.lines_z(self._diff_args(paths))
         # A path diff-files named has an entry, so it cannot be untracked: with one changed
         # tracked file (the usual case) there is nothing left to list.
-        rest = None if paths is None else sorted(set(paths) - set(status[1::2]))
-        untracked: list[str] = []
-        if rest is None or rest:
-            untracked = self.git.lines_z(
-                [
-                    "ls-files",
-                    "-z",
-                    "--others",
-                    "--exclude-standard",
-                    *self._exclude_args(),
-                    "--",
-                    *self._state_dir_pathspec(),
-                    *_literal(rest or ()),
-                ]
-            )
+        rest = sorted(set(paths) - set(status[1::2]))
+        untracked = self.git.lines_z(self._others_args(rest)) if rest else []
         # Anything git names beyond the paths asked about (a folder's content, a nested
         # repository) is a change the watcher described differently: scan everything.
-        if paths is not None and not set(paths).issuperset([*untracked, *status[1::2]]):
+        if not set(paths).issuperset([*untracked, *status[1::2]]):
             raise _NeedFullScan
         return status, untracked
+
+    @staticmethod
+    def _diff_args(paths: Sequence[str]) -> list[str]:
+        """``diff-files`` over ``paths`` (none: every entry), as literal pathspecs: a changed
+        path is that path (or, for a folder gone, its content)."""
+        diff = ["diff-files", "-z", "--name-status", "--no-renames", "--ignore-submodules=dirty"]
+        return [*diff, "--", *_literal(paths)]
+
+    def _others_args(self, paths: Sequence[str] | None) -> list[str]:
+        """``ls-files --others`` (untracked, not ignored) over ``paths`` (None: the whole tree)."""
+        return [
+            "ls-files",
+            "-z",
+            "--others",
+            "--exclude-standard",
+            *self._exclude_args(),
+            "--",
+            *self._state_dir_pathspec(),
+            *_literal(paths or ()),
+        ]
+
+    def _full_listing(self) -> tuple[list[str], list[str]]:
+        """Both listings of a full scan, side by side, or an early scan's answer when it is the
+        same (never with a watcher: its record of changes starts when this scan starts)."""
+        diff_args, others_args = self._diff_args(()), self._others_args(None)
+        if not self.changes.following:
+            early = scan_listing.take_early(self.git, diff_args, others_args, self.index_file)
+            if early is not None:
+                return early
+        return scan_listing.list_both(self.git, diff_args, others_args)
+
+    def scan_spec(self) -> dict[str, object]:
+        """What an early scan needs to run this snapshotter's full-scan listings (in the memo)."""
+        return {
+            "root": str(self.workspace.root),
+            "index": str(self.index_file),
+            "config": [list(pair) for pair in self._git_config],
+            "diff": self._diff_args(()),
+            "others": self._others_args(None),
+        }
 
     def _sort(
         self, changed: list[str], untracked: list[str], memo: dict[str, Any] | None
@@ -358,6 +374,7 @@ class Snapshotter:
             churn=churn,
             blind=blind,
             skipped=[s.path for s in skipped],
+            scan=self.scan_spec(),
         )
         return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(links))
 

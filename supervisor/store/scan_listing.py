@@ -1,0 +1,189 @@
+"""A full snapshot's two listings (``diff-files`` and ``ls-files --others``), run side by side,
+and for ``paella checkpoint`` started before the command's imports (an early scan).
+
+The two listings are independent reads of the private index and the work tree, so a full scan
+runs them at the same time (two cores: the slower one alone sets the wall time).
+
+A ``paella checkpoint`` process spends most of its first 100 ms importing the engine; its
+snapshot's listings can run meanwhile. :func:`start_early` starts them as the last snapshot of
+this workspace ran them (the arguments its memo kept), with no lock held: both are read-only
+(``GIT_OPTIONAL_LOCKS=0``, no index write). The snapshot takes their answer (:func:`take_early`)
+only when, under its lock, everything they depend on is unchanged: the same command line,
+environment and folder as it would run now, and the very same private index file (inode, size,
+modification and change times: any snapshot or rollback in between replaced it). Anything else
+discards them and the snapshot lists as usual; an early scan is used at most once. The answer
+then describes the work tree as it was a few tens of milliseconds before the lock was taken,
+which is what a checkpoint asked for a moment earlier would hold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.store.gitcli import Git
+
+STATE_DIR_ENV = "PAELLA_STATE_DIR"  # workspace.STATE_DIR_ENV (not imported: it costs the start)
+INDEX_NAME = "snapshot.index"
+MEMO_NAME = "snapshot.memo.json"
+
+Stamp = tuple[int, int, int, int]
+
+
+def index_stamp(index_file: Path) -> Stamp | None:
+    """What identifies one version of the private index: inode, size, mtime and ctime (ns)."""
+    try:
+        st = os.stat(index_file)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _items(data: bytes) -> list[str]:
+    return [p.decode(errors="surrogateescape") for p in data.split(b"\0") if p]
+
+
+class Listing:
+    """``diff-files`` and ``ls-files --others`` running at once (their answers, once)."""
+
+    def __init__(self, git: Git, diff_args: Sequence[str], others_args: Sequence[str]) -> None:
+        self.git = git
+        self.diff_args = list(diff_args)
+        self.others_args = list(others_args)
+        self._procs = [git.popen(self.diff_args), git.popen(self.others_args)]
+
+    def matches(self, git: Git, diff_args: Sequence[str], others_args: Sequence[str]) -> bool:
+        """Whether these are the listings ``git`` would run now with these arguments."""
+        return (
+            self.git.root == git.root
+            and self.git.command(self.diff_args) == git.command(diff_args)
+            and self.git.command(self.others_args) == git.command(others_args)
+            and self.git.env == git.env
+        )
+
+    def result(self) -> tuple[list[str], list[str]]:
+        """The ``diff-files`` items and the untracked paths; a GitError when either failed."""
+        try:
+            outs = [proc.communicate() for proc in self._procs]
+        finally:
+            self.cancel()
+        for proc, args, (_, err) in zip(
+            self._procs, (self.diff_args, self.others_args), outs, strict=True
+        ):
+            if proc.returncode != 0:
+                raise GitError(args, proc.returncode, err.decode(errors="replace"))
+        return _items(outs[0][0]), _items(outs[1][0])
+
+    def cancel(self) -> None:
+        """Stop whichever listing still runs and reap both (nothing is left behind)."""
+        for proc in self._procs:
+            if proc.returncode is not None:
+                continue  # reaped, its pipes closed
+            with contextlib.suppress(OSError):
+                proc.kill()
+            with contextlib.suppress(OSError, ValueError):
+                proc.communicate()
+
+
+def list_both(
+    git: Git, diff_args: Sequence[str], others_args: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """Run both listings side by side: the ``diff-files`` items and the untracked paths."""
+    return Listing(git, diff_args, others_args).result()
+
+
+class _Early:
+    """The early scan of this process, with the private index it read."""
+
+    def __init__(self, listing: Listing, index_file: Path, stamp: Stamp) -> None:
+        self.listing = listing
+        self.index_file = index_file
+        self.stamp = stamp
+
+
+_early: _Early | None = None
+used = 0
+"""How many snapshots in this process took an early scan's answer (for tests and benchmarks)."""
+
+
+def start_early(cwd: Path) -> None:
+    """Start the listings the last snapshot of the workspace at ``cwd`` ran (best effort: any
+    doubt, and nothing is started)."""
+    global _early
+    discard_early()
+    try:
+        git_dir = _git_dir(cwd)
+        if git_dir is None:
+            return
+        override = os.environ.get(STATE_DIR_ENV)
+        state_dir = Path(override).resolve() if override else git_dir / "paella"
+        with open(state_dir / MEMO_NAME, "rb") as handle:
+            scan = json.loads(handle.read()).get("scan")
+        index_file = Path(scan["index"])
+        if index_file != state_dir / INDEX_NAME:
+            return
+        config = [(str(k), str(v)) for k, v in scan["config"]]
+        diff_args = [str(a) for a in scan["diff"]]
+        others_args = [str(a) for a in scan["others"]]
+        git = Git(Path(scan["root"]), index_file=index_file, config=config)
+        # Stamped before the listings open it: a replacement after this shows at take_early.
+        stamp = index_stamp(index_file)
+        if stamp is None:
+            return
+        _early = _Early(Listing(git, diff_args, others_args), index_file, stamp)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return
+
+
+def take_early(
+    git: Git, diff_args: Sequence[str], others_args: Sequence[str], index_file: Path
+) -> tuple[list[str], list[str]] | None:
+    """The early scan's answer when it is exactly what these listings would answer now over
+    this very private index (the caller holds the snapshot lock); else None (and it is gone)."""
+    global _early, used
+    early, _early = _early, None
+    if early is None:
+        return None
+    if (
+        early.index_file != index_file
+        or not early.listing.matches(git, diff_args, others_args)
+        or index_stamp(index_file) != early.stamp
+    ):
+        early.listing.cancel()
+        return None
+    try:
+        answer = early.listing.result()
+    except GitError:
+        return None  # the snapshot's own listing says what is wrong (and rebuilds if it can)
+    if index_stamp(index_file) != early.stamp:  # replaced while they read it
+        return None
+    used += 1
+    return answer
+
+
+def discard_early() -> None:
+    """Stop an early scan nobody took (the command ended first)."""
+    global _early
+    early, _early = _early, None
+    if early is not None:
+        early.listing.cancel()
+
+
+def _git_dir(start: Path) -> Path | None:
+    """The git dir of the work tree holding ``start``, found as git looks for it (a guess: the
+    snapshot checks everything it depends on before taking the answer)."""
+    for folder in (start, *start.parents):
+        dot_git = folder / ".git"
+        if dot_git.is_dir():
+            return dot_git
+        if dot_git.is_file():
+            text = dot_git.read_text(errors="surrogateescape").strip()
+            if not text.startswith("gitdir: "):
+                return None
+            return (folder / text.removeprefix("gitdir: ")).resolve()
+    return None
