@@ -84,10 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # changed meanwhile (store/scan_listing.py).
     from paella_tui.supervisor.store import scan_listing
 
-    try:
-        scan_listing.start_early(Path.cwd())
-    except OSError:  # the current folder is gone: said below
-        pass
+    scan_listing.start_early()
     try:
         return _main(argv, words)
     finally:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -111,13 +110,13 @@ used = 0
 """How many snapshots in this process took an early scan's answer (for tests and benchmarks)."""
 
 
-def start_early(cwd: Path) -> None:
-    """Start the listings the last snapshot of the workspace at ``cwd`` ran (best effort: any
-    doubt, and nothing is started)."""
+def start_early(cwd: Path | None = None) -> None:
+    """Start the listings the last snapshot of the workspace at ``cwd`` (default: the current
+    folder) ran (best effort: any doubt, and nothing is started)."""
     global _early
     discard_early()
     try:
-        git_dir = _git_dir(cwd)
+        git_dir = _git_dir(cwd or Path.cwd())
         if git_dir is None:
             return
         override = os.environ.get(STATE_DIR_ENV)

@@ -1,0 +1,190 @@
+"""The early scan of ``paella checkpoint`` (issue 17, start-up): the snapshot's two listings
+started before the command's imports give the same tree as the snapshot's own listings, for
+random edits of files and ignore rules, and are thrown away whenever anything they depend on
+changed before the snapshot's lock was taken."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from paella_tui.supervisor.judge.byproducts import BYPRODUCTS
+from paella_tui.supervisor.store import scan_listing
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
+from tests.conftest import make_repo
+from tests.test_snapshot_follow import MAX_SIZE, apply, edit_st, full_scan_tree, state_dir
+
+# Ignore rules change what the listings answer without any tracked file changing.
+IGNORE_FILES = (".gitignore", "a/.gitignore", "c/.gitignore")
+RULES = (b"*.txt\n", b"a/\n", b"*.log\n!keep.log\n", b"b/\nx.txt\n", b"", b"*\n!*/\n!y.py\n")
+any_edit_st = st.one_of(
+    edit_st,
+    st.tuples(st.just("write"), st.sampled_from(IGNORE_FILES), st.sampled_from(RULES)),
+    st.tuples(st.just("delete"), st.sampled_from(IGNORE_FILES)),
+)
+
+
+def snapshotter(root: Path, where: Path, exclude: tuple[str, ...] = BYPRODUCTS) -> Snapshotter:
+    """A command's snapshotter (no watcher) whose private index lives in ``where``."""
+    with state_dir(where):
+        return Snapshotter(Workspace.find(root), max_file_size=MAX_SIZE, exclude=exclude)
+
+
+def early_tree(root: Path, where: Path, exclude: tuple[str, ...] = BYPRODUCTS) -> tuple[str, int]:
+    """Start an early scan as ``paella checkpoint`` does, then snapshot: the tree, and how many
+    early answers were taken."""
+    before = scan_listing.used
+    with state_dir(where):
+        scan_listing.start_early(root)
+    try:
+        tree = snapshotter(root, where, exclude).take_locked().tree
+    finally:
+        scan_listing.discard_early()
+    return tree, scan_listing.used - before
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=st.lists(st.lists(any_edit_st, min_size=1, max_size=4), min_size=1, max_size=5))
+def test_an_early_scan_gives_the_tree_of_a_full_scan(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[list[tuple[object, ...]]]
+) -> None:
+    tmp = tmp_path_factory.mktemp("early")
+    root = make_repo(tmp / "repo")
+    (root / "keep.log").write_text("tracked though ignored\n")
+    Workspace.find(root).git.run(["add", "-f", "keep.log"])
+    snapshotter(root, tmp / "run-state").take_locked()  # the memo the early scan starts from
+    for edits in steps:
+        for edit in edits:
+            apply(root, edit, False)
+        tree, taken = early_tree(root, tmp / "run-state")
+        assert taken == 1, edits  # the fast path was the one checked
+        assert tree == full_scan_tree(root, tmp / "ref-state"), edits
+
+
+OTHER_SNAPSHOT = """
+import os, sys
+from pathlib import Path
+os.environ["PAELLA_STATE_DIR"] = sys.argv[2]
+from paella_tui.supervisor.judge.byproducts import BYPRODUCTS
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
+Snapshotter(Workspace.find(Path(sys.argv[1])), max_file_size=int(sys.argv[3]), exclude=BYPRODUCTS).take_locked()
+"""
+
+
+def test_an_index_replaced_meanwhile_discards_the_early_scan(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    where = tmp_path / "state"
+    snapshotter(root, where).take_locked()
+    with state_dir(where):
+        scan_listing.start_early(root)
+    assert scan_listing._early is not None
+    try:
+        for proc in scan_listing._early.listing._procs:
+            proc.wait()  # the early answer is in: "nothing changed"
+        # Then README.md changes, another process snapshots it, and it changes back: the early
+        # answer would keep the other snapshot's README.md, which is no longer on disk.
+        (root / "README.md").write_text("HELLO\n")
+        subprocess.run(
+            [sys.executable, "-c", OTHER_SNAPSHOT, str(root), str(where), str(MAX_SIZE)], check=True
+        )
+        (root / "README.md").write_text("hello\n")
+        before = scan_listing.used
+        snap = snapshotter(root, where).take_locked()
+    finally:
+        scan_listing.discard_early()
+    assert scan_listing.used == before
+    assert snap.tree == full_scan_tree(root, tmp_path / "ref-state")
+
+
+def test_another_command_line_discards_the_early_scan(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    where = tmp_path / "state"
+    snapshotter(root, where).take_locked()
+    (root / "notes.txt").write_text("untracked\n")
+    # The memo's listings leave nothing out; this snapshotter leaves *.txt out.
+    tree, taken = early_tree(root, where, exclude=("*.txt",))
+    assert taken == 0
+    names = Workspace.find(root).git.lines_z(["ls-tree", "-r", "-z", "--name-only", tree])
+    assert "notes.txt" not in names and "README.md" in names
+
+
+@pytest.mark.parametrize(
+    "memo",
+    [b"not json", b"{}", b'{"scan": {"root": 3}}', b'{"scan": {"index": "/elsewhere/x"}}'],
+    ids=["garbage", "no-scan", "wrong-shape", "other-index"],
+)
+def test_a_memo_that_is_not_understood_starts_nothing(tmp_path: Path, memo: bytes) -> None:
+    root = make_repo(tmp_path / "repo")
+    where = tmp_path / "state"
+    snapshotter(root, where).take_locked()
+    (where / scan_listing.MEMO_NAME).write_bytes(memo)
+    with state_dir(where):
+        scan_listing.start_early(root)
+    assert scan_listing._early is None
+    before = scan_listing.used
+    tree = snapshotter(root, where).take_locked().tree  # the memo is rebuilt, the tree the same
+    assert scan_listing.used == before
+    assert tree == full_scan_tree(root, tmp_path / "ref-state")
+
+
+PROBE = r"""
+import contextlib, io, json, os, sys
+from paella_tui.cli import main
+from paella_tui.supervisor.store import scan_listing
+out = io.StringIO()
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+    code = main(sys.argv[1:])
+try:
+    os.waitpid(-1, os.WNOHANG)
+    children = True
+except ChildProcessError:
+    children = False
+print(json.dumps({"code": code, "used": scan_listing.used, "children": children,
+                  "out": out.getvalue()}))
+"""
+
+
+def _checkpoint(root: Path) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, "checkpoint", "--label", "x"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, object] = json.loads(proc.stdout.splitlines()[-1])
+    return result
+
+
+def test_paella_checkpoint_takes_its_early_scan_and_leaves_no_child(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    first = _checkpoint(root)  # no memo yet: nothing to start early
+    assert (first["code"], first["used"], first["children"]) == (0, 0, False), first["out"]
+    (root / "README.md").write_text("changed\n")
+    (root / "new.txt").write_text("new\n")
+    second = _checkpoint(root)
+    assert (second["code"], second["used"], second["children"]) == (0, 1, False), second["out"]
+    workspace = Workspace.find(root)
+    refs = workspace.git.out(["for-each-ref", "--format=%(refname)", "refs/paella/"]).split()
+    newest = max((r for r in refs if "/checkpoints/" in r), key=lambda r: int(r.rsplit("/")[-1]))
+    tree = workspace.git.out(["rev-parse", f"{newest}^{{tree}}"])
+    assert tree == full_scan_tree(root, tmp_path / "ref-state")
+    # A checkpoint refused after its listings started (a merge half done) stops and reaps them.
+    (workspace.git_dir / "MERGE_HEAD").write_text(workspace.git.out(["rev-parse", "HEAD"]) + "\n")
+    refused = _checkpoint(root)
+    assert refused["code"] != 0 and "merge" in str(refused["out"])
+    assert (refused["used"], refused["children"]) == (0, False)
+    os.unlink(workspace.git_dir / "MERGE_HEAD")
