@@ -7,7 +7,7 @@ every measure alike, after a one-file change before each timed repetition:
 
 * ``git status --porcelain``, the reference every ratio is taken against;
 * a warm paella checkpoint through the Python API (``Workspace.find``, ``RunStore``,
-  ``Snapshotter``, ``take_checkpoint``), as the TUI's ``c`` key takes it;
+  ``snapshotter_for``, ``take_checkpoint``), as the TUI's ``c`` key takes it;
 * the same through the real ``paella checkpoint`` command, an end-to-end number (process start,
   imports, ledger checks);
 * the same snapshot done with raw git plumbing (a temporary ``GIT_INDEX_FILE`` copied from the
@@ -56,12 +56,13 @@ if not __package__:
 from benchmarks.harness import log
 from benchmarks.machine import cores_line, git_version, python_line
 from benchmarks.stats import median, ms, p90
+from paella_tui.supervisor.judge.byproducts import snapshotter_for
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store import checkpoints as ckpt
+from paella_tui.supervisor.store import scan_listing
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
 from paella_tui.supervisor.store.gitcli import Git
 from paella_tui.supervisor.store.rollback import RollbackResult, rollback
-from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import STATE_DIR_ENV, Workspace
 
 LAYOUT_VERSION = 1
@@ -479,10 +480,12 @@ def children_cpu() -> float:
 
 
 def api_checkpoint(root: Path, label: str) -> SnapshotRecord:
-    """A manual checkpoint through the Python API, as the TUI takes one."""
+    """A manual checkpoint through the Python API, as the TUI takes one (the snapshotter the
+    commands use: the byproducts left out, as ``paella checkpoint`` leaves them out, so the
+    measures share one private index and its memo, as a user's commands do)."""
     workspace = Workspace.find(root)
     run = RunStore(workspace).current_or_manual("benchmark checkpoint")
-    return take_checkpoint(run, Snapshotter(workspace), label=label)
+    return take_checkpoint(run, snapshotter_for(workspace, run.load_contract()), label=label)
 
 
 def api_rollback(root: Path, name: str) -> RollbackResult:
@@ -490,7 +493,8 @@ def api_rollback(root: Path, name: str) -> RollbackResult:
     workspace = Workspace.find(root)
     run = RunStore(workspace).current()
     assert run is not None
-    return rollback(run, ckpt.find(run, name), snapshotter=Snapshotter(workspace))
+    snapshotter = snapshotter_for(workspace, run.load_contract())
+    return rollback(run, ckpt.find(run, name), snapshotter=snapshotter)
 
 
 def measure_status(bench: Bench) -> None:
@@ -697,11 +701,34 @@ def instrument_git(calls: list[GitCall]) -> Iterator[None]:
         finally:
             calls.append(GitCall(_caller(), _describe(self, args), time.perf_counter() - started))
 
+    # A full scan's two listings run side by side (store/scan_listing.py): one entry, timed
+    # from their start to both answers.
+    listing_init, listing_result = scan_listing.Listing.__init__, scan_listing.Listing.result
+    starts: dict[int, float] = {}
+
+    def timed_init(self: scan_listing.Listing, git_runner: Git, *args: Any) -> None:
+        starts[id(self)] = time.perf_counter()
+        listing_init(self, git_runner, *args)
+
+    def timed_result(self: scan_listing.Listing) -> tuple[list[str], list[str]]:
+        try:
+            return listing_result(self)
+        finally:
+            what = "diff-files ∥ ls-files --others (side by side)"
+            if self.git.index_file is not None:
+                what += " [private index]"
+            seconds = time.perf_counter() - starts.pop(id(self), time.perf_counter())
+            calls.append(GitCall(_caller(), what, seconds))
+
     Git.run = timed_run  # type: ignore[method-assign]
+    scan_listing.Listing.__init__ = timed_init  # type: ignore[method-assign]
+    scan_listing.Listing.result = timed_result  # type: ignore[method-assign]
     try:
         yield
     finally:
         Git.run = original  # type: ignore[method-assign]
+        scan_listing.Listing.__init__ = listing_init  # type: ignore[method-assign]
+        scan_listing.Listing.result = listing_result  # type: ignore[method-assign]
 
 
 def breakdown(
