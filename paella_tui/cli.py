@@ -74,6 +74,30 @@ def _flush_mirror() -> None:
         runs.wait_for_mirror()
 
 
+def _plain_checkpoint(words: list[str]) -> argparse.Namespace | None:
+    """``checkpoint`` and ``checkpoint --label TEXT`` (or ``--label=TEXT``) read as the parser
+    reads them, without building it (argparse and the help of every command: ~5-10 ms of a
+    checkpoint's start); None for anything else, which the parser reads."""
+    if words[:1] != ["checkpoint"]:
+        return None
+    label: str | None = ""
+    if len(words) == 3 and words[1] == "--label" and not words[2].startswith("-"):
+        label = words[2]
+    elif len(words) == 2 and words[1].startswith("--label="):
+        label = words[1].removeprefix("--label=")
+    elif len(words) != 1:
+        label = None
+    if label is None:
+        return None
+    from types import SimpleNamespace
+
+    # The same attributes argparse would set (tests/test_cli_fast_paths.py compares them).
+    found: argparse.Namespace = SimpleNamespace(  # type: ignore[assignment]
+        chdir=[], command="checkpoint", label=label
+    )
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``paella`` console script; returns the exit status."""
     words = list(sys.argv[1:] if argv is None else argv)
@@ -100,14 +124,16 @@ def _main(argv: Sequence[str] | None, words: list[str]) -> int:
         if line is not None:
             print(line)
             return 0
-    # The parser (argparse and every command's options) only past the status bar's fast line.
-    from paella_tui.cli_parser import build_parser
+    args = _plain_checkpoint(words)
+    if args is None:
+        # The parser (argparse and every command's options) only past the fast paths.
+        from paella_tui.cli_parser import build_parser
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return EXIT_USAGE
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return EXIT_USAGE
     module_name, func_name = _HANDLERS[args.command]
     try:
         _change_directory(args.chdir)

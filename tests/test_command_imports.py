@@ -125,7 +125,8 @@ ALLOWED = {
     ("log",): STATUS
     | {"paella_tui.ledger_text", "paella_tui.event_text", "paella_tui.supervisor.base.durations"},
     ("checkpoints",): SNAPSHOTS,
-    ("checkpoint", "--label", "x"): SNAPSHOTS,
+    # A plain `checkpoint [--label TEXT]` is read without the parser (cli._plain_checkpoint).
+    ("checkpoint", "--label", "x"): SNAPSHOTS - {"paella_tui.cli_parser"},
     # The parser is its own module (``cli_parser``), so ``cli`` stays the dispatch and its errors.
     ("--help",): {"paella_tui", "paella_tui.cli", "paella_tui.cli_parser"},
 }
@@ -142,7 +143,9 @@ FORBIDDEN_TOP = {"textual", "rich", "watchfiles", "git", "asyncio", "tomli_w", "
 # a recorded pid's liveness, is for the status) and, in a run without a contract, a TOML reader.
 FORBIDDEN_MORE = {
     ("checkpoints",): {"psutil"},
-    ("checkpoint", "--label", "x"): {"psutil"},
+    # A run id's random digits (secrets, with base64, hmac, random) only where a run is opened;
+    # argparse (and gettext) only where the command line needs the parser.
+    ("checkpoint", "--label", "x"): {"psutil", "secrets", "argparse"},
     ("status", "--tmux"): {"argparse", "psutil", "dataclasses"},
 }
 NO_CONTRACT_FORBIDDEN = {"tomllib"}

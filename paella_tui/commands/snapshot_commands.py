@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from paella_tui.commands.context import Context, use_color, warn
 from paella_tui.schemas import SCHEMA_VERSION
@@ -14,6 +14,9 @@ from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run, save_to_mirror
 from paella_tui.supervisor.store import checkpoints as ckpt
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+
+if TYPE_CHECKING:
+    import argparse  # the parser's namespace: `paella checkpoint` may be read without argparse
 
 
 def _describe_snapshot_extras(record: SnapshotRecord) -> list[str]:
