@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from paella_tui.supervisor.judge.byproducts import BYPRODUCTS
 from paella_tui.supervisor.store import scan_listing
+from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 from tests.conftest import make_repo
@@ -57,20 +58,24 @@ def early_tree(root: Path, where: Path, exclude: tuple[str, ...] = BYPRODUCTS) -
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(steps=st.lists(st.lists(any_edit_st, min_size=1, max_size=4), min_size=1, max_size=5))
-def test_an_early_scan_gives_the_tree_of_a_full_scan(
+def test_an_early_scan_gives_the_tree_of_the_snapshots_own_listing(
     tmp_path_factory: pytest.TempPathFactory, steps: list[list[tuple[object, ...]]]
 ) -> None:
     tmp = tmp_path_factory.mktemp("early")
     root = make_repo(tmp / "repo")
     (root / "keep.log").write_text("tracked though ignored\n")
     Workspace.find(root).git.run(["add", "-f", "keep.log"])
-    snapshotter(root, tmp / "run-state").take_locked()  # the memo the early scan starts from
+    # Two private indexes with the same history: one snapshotted from early scans, one from the
+    # snapshot's own listings (the slow path), after every step.
+    for where in ("early-state", "slow-state"):
+        snapshotter(root, tmp / where).take_locked()
     for edits in steps:
         for edit in edits:
             apply(root, edit, False)
-        tree, taken = early_tree(root, tmp / "run-state")
+        tree, taken = early_tree(root, tmp / "early-state")
         assert taken == 1, edits  # the fast path was the one checked
-        assert tree == full_scan_tree(root, tmp / "ref-state"), edits
+        slow = snapshotter(root, tmp / "slow-state").take_locked().tree
+        assert tree == slow, edits
 
 
 OTHER_SNAPSHOT = """
@@ -188,3 +193,49 @@ def test_paella_checkpoint_takes_its_early_scan_and_leaves_no_child(tmp_path: Pa
     assert refused["code"] != 0 and "merge" in str(refused["out"])
     assert (refused["used"], refused["children"]) == (0, False)
     os.unlink(workspace.git_dir / "MERGE_HEAD")
+
+
+def test_the_plain_listings_are_the_snapshotters() -> None:
+    assert {key for key, _ in PRIVATE_CONFIG} == scan_listing.PRIVATE_KEYS
+    assert Snapshotter._diff_args(()) == scan_listing.DIFF_ARGS
+
+
+def test_a_repository_with_a_filter_driver_takes_its_early_scan(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    git = Workspace.find(root).git
+    git.run(["config", "filter.lfs.clean", "git-lfs clean -- %f"])
+    git.run(["config", "core.attributesFile", str(tmp_path / "attributes")])
+    where = tmp_path / "state"
+    snapshotter(root, where).take_locked()
+    (root / "README.md").write_text("changed\n")
+    tree, taken = early_tree(root, where)
+    assert taken == 1
+    assert tree == full_scan_tree(root, tmp_path / "ref-state")
+
+
+# What an agent could write into the memo (it lies in the git dir): each would make git run a
+# program or read another list than the snapshot's.
+TAMPERED = {
+    "a-filter-command": lambda scan: scan["config"].append(["filter.x.clean", "touch pwned"]),
+    "an-fsmonitor-hook": lambda scan: scan["config"].append(["core.fsmonitor", "touch pwned"]),
+    "a-pager": lambda scan: scan["config"].append(["core.pager", "touch pwned"]),
+    "an-external-diff": lambda scan: scan["diff"].insert(1, "--ext-diff"),
+    "another-command": lambda scan: scan.update(diff=["log", "--", "."]),
+    "an-output-file": lambda scan: scan["others"].insert(4, "--output=pwned"),
+    "a-glob-pathspec": lambda scan: scan["others"].append(":(glob)**"),
+}
+
+
+@pytest.mark.parametrize("tamper", list(TAMPERED), ids=list(TAMPERED))
+def test_a_memo_naming_anything_else_starts_nothing(tmp_path: Path, tamper: str) -> None:
+    root = make_repo(tmp_path / "repo")
+    where = tmp_path / "state"
+    snapshotter(root, where).take_locked()
+    memo_file = where / scan_listing.MEMO_NAME
+    memo = json.loads(memo_file.read_text())
+    TAMPERED[tamper](memo["scan"])
+    memo_file.write_text(json.dumps(memo))
+    with state_dir(where):
+        scan_listing.start_early(root)
+    assert scan_listing._early is None
+    assert not (root / "pwned").exists()

@@ -129,6 +129,8 @@ def start_early(cwd: Path | None = None) -> None:
         config = [(str(k), str(v)) for k, v in scan["config"]]
         diff_args = [str(a) for a in scan["diff"]]
         others_args = [str(a) for a in scan["others"]]
+        if not _plain(config, diff_args, others_args):
+            return
         git = Git(Path(scan["root"]), index_file=index_file, config=config)
         # Stamped before the listings open it: a replacement after this shows at take_early.
         stamp = index_stamp(index_file)
@@ -137,6 +139,55 @@ def start_early(cwd: Path | None = None) -> None:
         _early = _Early(Listing(git, diff_args, others_args), index_file, stamp)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return
+
+
+# What a snapshotter's listings are run with (snapshot.py, raw_blobs.PRIVATE_CONFIG,
+# raw_blobs.filters_off, index_update.AttributeSources.pinned). The memo lies in the git dir,
+# where the agent can write: an early scan runs nothing else, so no memo can make it run a
+# program (a filter, an fsmonitor hook) that the snapshot's own listing would not run.
+PRIVATE_KEYS = frozenset(
+    {
+        "core.autocrlf",
+        "core.safecrlf",
+        "core.fileMode",
+        "core.symlinks",
+        "core.ignoreStat",
+        "core.sparseCheckout",
+        "core.sparseCheckoutCone",
+        "index.sparse",
+        "core.splitIndex",
+        "core.untrackedCache",
+        "core.fsmonitor",
+    }
+)
+DIFF_ARGS = ["diff-files", "-z", "--name-status", "--no-renames", "--ignore-submodules=dirty", "--"]
+OTHERS_START = ["ls-files", "-z", "--others", "--exclude-standard"]
+
+
+def _plain(config: list[tuple[str, str]], diff: list[str], others: list[str]) -> bool:
+    """Whether these are listings as a snapshotter runs them: its private settings, its filter
+    drivers turned off, a pinned attributes file, patterns and literal pathspecs."""
+    for key, value in config:
+        if key in PRIVATE_KEYS:
+            ok = value in ("true", "false")
+        elif key.startswith("filter.") and key.endswith((".clean", ".smudge", ".process")):
+            ok = value == ""
+        elif key.startswith("filter.") and key.endswith(".required"):
+            ok = value == "false"
+        else:
+            ok = key == "core.attributesFile"
+        if not ok:
+            return False
+    if diff != DIFF_ARGS or others[: len(OTHERS_START)] != OTHERS_START:
+        return False
+    rest = others[len(OTHERS_START) :]
+    if "--" not in rest:
+        return False
+    cut = rest.index("--")
+    patterns, pathspecs = rest[:cut], rest[cut + 1 :]
+    return all(a.startswith("--exclude=") for a in patterns) and all(
+        a.startswith(":(exclude,top,literal)") for a in pathspecs
+    )
 
 
 def take_early(
