@@ -54,7 +54,12 @@ class Listing:
         self.git = git
         self.diff_args = list(diff_args)
         self.others_args = list(others_args)
-        self._procs = [git.popen(self.diff_args), git.popen(self.others_args)]
+        self._procs = [git.popen(self.diff_args)]
+        try:
+            self._procs.append(git.popen(self.others_args))
+        except BaseException:
+            self.cancel()  # the first one is not left running
+            raise
 
     def matches(self, git: Git, diff_args: Sequence[str], others_args: Sequence[str]) -> bool:
         """Whether these are the listings ``git`` would run now with these arguments."""
