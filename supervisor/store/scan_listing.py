@@ -54,19 +54,23 @@ class Listing:
         self.git = git
         self.diff_args = list(diff_args)
         self.others_args = list(others_args)
+        # The command lines as started (gitcli adds the options that turn off the filter
+        # drivers the configuration names at that moment): an answer is taken only for these.
+        self.argv = [git.command(self.diff_args), git.command(self.others_args)]
         self._procs = [git.popen(self.diff_args)]
         try:
             self._procs.append(git.popen(self.others_args))
         except BaseException:
             self.cancel()  # the first one is not left running
             raise
+        if self.argv != [git.command(self.diff_args), git.command(self.others_args)]:
+            self.argv = []  # the configuration changed while they started: never matches
 
     def matches(self, git: Git, diff_args: Sequence[str], others_args: Sequence[str]) -> bool:
         """Whether these are the listings ``git`` would run now with these arguments."""
         return (
             self.git.root == git.root
-            and self.git.command(self.diff_args) == git.command(diff_args)
-            and self.git.command(self.others_args) == git.command(others_args)
+            and self.argv == [git.command(diff_args), git.command(others_args)]
             and self.git.env == git.env
         )
 
@@ -147,9 +151,9 @@ def start_early(cwd: Path | None = None) -> None:
 
 
 # What a snapshotter's listings are run with (snapshot.py, raw_blobs.PRIVATE_CONFIG,
-# raw_blobs.filters_off, index_update.AttributeSources.pinned). The memo lies in the git dir,
-# where the agent can write: an early scan runs nothing else, so no memo can make it run a
-# program (a filter, an fsmonitor hook) that the snapshot's own listing would not run.
+# index_update.AttributeSources.pinned; gitcli adds its own options, filters off). The memo lies
+# in the git dir, where the agent can write: an early scan runs nothing else, so no memo can make
+# it run a program (a filter, an fsmonitor hook) that the snapshot's own listing would not run.
 PRIVATE_KEYS = frozenset(
     {
         "core.autocrlf",
@@ -170,17 +174,10 @@ OTHERS_START = ["ls-files", "-z", "--others", "--exclude-standard"]
 
 
 def _plain(config: list[tuple[str, str]], diff: list[str], others: list[str]) -> bool:
-    """Whether these are listings as a snapshotter runs them: its private settings, its filter
-    drivers turned off, a pinned attributes file, patterns and literal pathspecs."""
+    """Whether these are listings as a snapshotter runs them: its private settings, a pinned
+    attributes file, patterns and literal pathspecs."""
     for key, value in config:
-        if key in PRIVATE_KEYS:
-            ok = value in ("true", "false")
-        elif key.startswith("filter.") and key.endswith((".clean", ".smudge", ".process")):
-            ok = value == ""
-        elif key.startswith("filter.") and key.endswith(".required"):
-            ok = value == "false"
-        else:
-            ok = key == "core.attributesFile"
+        ok = value in ("true", "false") if key in PRIVATE_KEYS else key == "core.attributesFile"
         if not ok:
             return False
     if diff != DIFF_ARGS or others[: len(OTHERS_START)] != OTHERS_START:
