@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import make_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ from paella_tui.supervisor.store import scan_listing
 from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
-from tests.conftest import make_repo
 from tests.test_snapshot_follow import MAX_SIZE, apply, edit_st, full_scan_tree, state_dir
 
 # Ignore rules change what the listings answer without any tracked file changing.
@@ -111,7 +111,7 @@ def test_an_index_replaced_meanwhile_discards_the_early_scan(tmp_path: Path) -> 
     finally:
         scan_listing.discard_early()
     assert scan_listing.used == before
-    assert snap.tree == full_scan_tree(root, tmp_path / "ref-state")
+    assert snap.tree == full_scan_tree(Workspace.find(root), tmp_path / "ref-state")
 
 
 def test_another_command_line_discards_the_early_scan(tmp_path: Path) -> None:
@@ -142,7 +142,7 @@ def test_a_memo_that_is_not_understood_starts_nothing(tmp_path: Path, memo: byte
     before = scan_listing.used
     tree = snapshotter(root, where).take_locked().tree  # the memo is rebuilt, the tree the same
     assert scan_listing.used == before
-    assert tree == full_scan_tree(root, tmp_path / "ref-state")
+    assert tree == full_scan_tree(Workspace.find(root), tmp_path / "ref-state")
 
 
 PROBE = r"""
@@ -186,7 +186,7 @@ def test_paella_checkpoint_takes_its_early_scan_and_leaves_no_child(tmp_path: Pa
     refs = workspace.git.out(["for-each-ref", "--format=%(refname)", "refs/paella/"]).split()
     newest = max((r for r in refs if "/checkpoints/" in r), key=lambda r: int(r.rsplit("/")[-1]))
     tree = workspace.git.out(["rev-parse", f"{newest}^{{tree}}"])
-    assert tree == full_scan_tree(root, tmp_path / "ref-state")
+    assert tree == full_scan_tree(Workspace.find(root), tmp_path / "ref-state")
     # A checkpoint refused after its listings started (a merge half done) stops and reaps them.
     (workspace.git_dir / "MERGE_HEAD").write_text(workspace.git.out(["rev-parse", "HEAD"]) + "\n")
     refused = _checkpoint(root)
@@ -210,7 +210,7 @@ def test_a_repository_with_a_filter_driver_takes_its_early_scan(tmp_path: Path) 
     (root / "README.md").write_text("changed\n")
     tree, taken = early_tree(root, where)
     assert taken == 1
-    assert tree == full_scan_tree(root, tmp_path / "ref-state")
+    assert tree == full_scan_tree(Workspace.find(root), tmp_path / "ref-state")
 
 
 # What an agent could write into the memo (it lies in the git dir): each would make git run a
