@@ -280,23 +280,7 @@ def test_kill_9_mid_git_write_leaves_no_git_and_no_write(
     index_file = repo / ".git" / "paella-private.index" if index == "private" else None
     written = index_file or repo / ".git" / "index"
     before = written.read_bytes() if written.exists() else None
-    env = dict(os.environ)
-    if not setpriv:
-        # A PATH with git and nothing else: no setpriv, so gitcli falls back to its hook.
-        only_git = tmp_path / "only-git"
-        only_git.mkdir()
-        (only_git / "git").symlink_to(shutil.which("git") or "git")
-        env["PATH"] = str(only_git)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(repo), str(index_file or "")],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert holder.stdout is not None
-    pid, program = holder.stdout.readline().split()
-    child = psutil.Process(int(pid))
-    assert Path(program).name == ("setpriv" if setpriv else "git")
+    holder, child = _start_holder(repo, str(index_file or ""), tmp_path, setpriv=setpriv)
     lock = written.with_name(written.name + ".lock")
     wait_until(lambda: lock.exists() and child.name() == "git", "git to hold the index's lock")
 
@@ -320,22 +304,7 @@ def test_kill_9_mid_object_write_leaves_no_git_and_no_object(
     blob = git.run(repo, "hash-object", "--stdin", input="written behind its back\n").stdout
     packs = repo / ".git" / "objects" / "pack"
     packed = sorted(packs.glob("*.pack"))
-    env = dict(os.environ)
-    if not setpriv:
-        only_git = tmp_path / "only-git"
-        only_git.mkdir()
-        (only_git / "git").symlink_to(shutil.which("git") or "git")
-        env["PATH"] = str(only_git)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(repo), "objects"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert holder.stdout is not None
-    pid, program = holder.stdout.readline().split()
-    child = psutil.Process(int(pid))
-    assert Path(program).name == ("setpriv" if setpriv else "git")
+    holder, child = _start_holder(repo, "objects", tmp_path, setpriv=setpriv)
     wait_until(
         lambda: child.name() == "git" and any(packs.glob("tmp_pack_*")),
         "fast-import to open its temporary pack",
@@ -348,3 +317,27 @@ def test_kill_9_mid_object_write_leaves_no_git_and_no_object(
     assert not alive, "a git child outlived the killed paella"
     assert sorted(packs.glob("*.pack")) == packed
     assert git.run(repo, "cat-file", "-e", blob.strip()).returncode != 0
+
+
+def _start_holder(
+    repo: Path, what: str, tmp_path: Path, *, setpriv: bool
+) -> tuple[subprocess.Popen[str], psutil.Process]:
+    """A small paella (HOLDER) holding a git write of ``what`` open, and that git's process
+    (setpriv's, until it execs git); without ``setpriv``, on a PATH with git and nothing else,
+    so gitcli falls back to its hook."""
+    env = dict(os.environ)
+    if not setpriv:
+        only_git = tmp_path / "only-git"
+        only_git.mkdir()
+        (only_git / "git").symlink_to(shutil.which("git") or "git")
+        env["PATH"] = str(only_git)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(repo), what],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert holder.stdout is not None
+    pid, program = holder.stdout.readline().split()
+    assert Path(program).name == ("setpriv" if setpriv else "git")
+    return holder, psutil.Process(int(pid))

@@ -383,20 +383,10 @@ class Git:
     ) -> subprocess.CompletedProcess[bytes]:
         """Run ``git args`` in the work tree and return the completed process (bytes)."""
         full_env = self._env if env is None else {**self._env, **env}
-        # This start may be setpriv's trial in this process: its output says if it failed.
-        argv, preexec = self.how_to_start(args, input=input, untried=True)
-        proc = subprocess.run(
-            argv,
-            cwd=self.root,
-            env=full_env,
-            input=input,
-            capture_output=True,
-            check=False,
-            preexec_fn=preexec,
-        )
-        if refused_by_setpriv(argv, proc):  # no git ran: again, with the fallback hook
-            argv, preexec = self.how_to_start(args, input=input)
-            proc = subprocess.run(
+
+        def start(untried: bool) -> tuple[list[str], subprocess.CompletedProcess[bytes]]:
+            argv, preexec = self.how_to_start(args, input=input, untried=untried)
+            return argv, subprocess.run(
                 argv,
                 cwd=self.root,
                 env=full_env,
@@ -405,6 +395,11 @@ class Git:
                 check=False,
                 preexec_fn=preexec,
             )
+
+        # This start may be setpriv's trial in this process: its output says if it failed.
+        argv, proc = start(untried=True)
+        if refused_by_setpriv(argv, proc):  # no git ran: again, with the fallback hook
+            _argv, proc = start(untried=False)
         if check and proc.returncode != 0:
             raise GitError(list(args), proc.returncode, proc.stderr.decode(errors="replace"))
         return proc
