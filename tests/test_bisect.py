@@ -421,7 +421,7 @@ def test_a_weakened_protected_check_does_not_move_where_it_broke(
 ) -> None:
     from conftest import run_paella_in_process
 
-    from paella_tui.supervisor.judge.bisect import frozen_files
+    from paella_tui.supervisor.judge.frozen import FrozenFiles
     from paella_tui.supervisor.run.state_store import StateStore
 
     h = WeakenedHistory(tmp_path, git)
@@ -432,7 +432,7 @@ def test_a_weakened_protected_check_does_not_move_where_it_broke(
     known = {h.steps[0].tree: ["pass"], h.steps[LAST].tree: ["fail"]}
     if how == "engine":
         state = StateStore(h.run.ledger.path).load().state
-        files = frozen_files(h.run, h.contract, state)
+        files = FrozenFiles.of_state(h.run, h.contract, state)
         assert files is not None and files.tree == h.steps[0].tree
         found = asyncio.run(
             Bisection(run=h.run, gate=gate, steps=h.steps, known=known, files=files).find()

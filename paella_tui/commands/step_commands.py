@@ -179,7 +179,8 @@ def _gate(ctx: Context, run: Run, name: str) -> tuple[Gate, Gate | None]:
 
 def bisect(args: argparse.Namespace) -> int:
     """Find the step where GATE turned red, running it on old steps in a scratch tree."""
-    from paella_tui.supervisor.judge.bisect import Bisection, frozen_files, known_results
+    from paella_tui.supervisor.judge.bisect import Bisection, known_results
+    from paella_tui.supervisor.judge.frozen import FrozenFiles
     from paella_tui.supervisor.run.events import BisectFinished, BisectStarted
     from paella_tui.supervisor.run.state_store import StateStore
 
@@ -204,7 +205,7 @@ def bisect(args: argparse.Namespace) -> int:
     links = contract.steps.link if contract is not None else ()
     jobs = contract.gates_config.jobs if contract is not None else 1
     # Each step judged as the run judges: protected files at their frozen content.
-    files = frozen_files(run, contract, StateStore(run.ledger.path).load().state)
+    files = FrozenFiles.of_state(run, contract, StateStore(run.ledger.path).load().state)
 
     # With --json, stdout holds the verdict alone; the progress goes to stderr.
     out = sys.stderr if args.json else sys.stdout

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from paella_tui.supervisor.contract.model import Contract, Gate
+from paella_tui.supervisor.contract.model import Gate
 from paella_tui.supervisor.judge.gates import log_tail, next_log_path, run_gate
 from paella_tui.supervisor.run.events import GREEN, RED, BreakPoint, GateResult
 from paella_tui.supervisor.run.runs import Run
@@ -58,18 +58,6 @@ def probe_key(gate: Gate, files: FrozenFiles | None) -> str:
     content of the protected files it was judged with (none: the tree as it is)."""
     key = gate.definition_key()
     return key if files is None else f"{key}:frozen:{files.tree}"
-
-
-def frozen_files(run: Run, contract: Contract | None, state: Any) -> FrozenFiles | None:
-    """The run's protected files as frozen (its start tree, or what a person accepted), as the
-    run loop and ``paella gates`` judge with; None for a manual run with no contract or a run
-    with no start tree (nothing frozen). ``state``: the run's folded :class:`RunState`."""
-    from paella_tui.supervisor.judge.frozen import FrozenFiles
-
-    start = getattr(state, "start_tree", None)
-    if contract is None or start is None:
-        return None
-    return FrozenFiles.for_run(run, contract, start, state.accepted)
 
 
 def known_results(

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from paella_tui.supervisor.base.errors import GitError, WorkspaceError
 from paella_tui.supervisor.base.globs import match_any
@@ -47,6 +47,9 @@ from paella_tui.supervisor.store.raw_restore import (
 from paella_tui.supervisor.store.scratch_tree import ScratchSlot
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
+
+if TYPE_CHECKING:
+    from paella_tui.supervisor.run.state import RunState
 
 ACCEPTED = "protected-accepted"
 REVERTED = "protected-reverted"
@@ -140,6 +143,15 @@ class FrozenFiles:
                 )
         start = _keep_start(run, start_tree, mirrored)
         return cls(run.workspace, protected_globs(contract), start_tree, run=run, kept=start)
+
+    @classmethod
+    def of_state(cls, run: Run, contract: Contract | None, state: RunState) -> FrozenFiles | None:
+        """The run's frozen files from its folded state, as the loop, ``paella gates`` and the
+        bisect judge with; None for a manual run (no contract) or a run with no start tree yet
+        (nothing is frozen)."""
+        if contract is None or state.start_tree is None:
+            return None
+        return cls.for_run(run, contract, state.start_tree, state.accepted)
 
     def differing(self, tree: str) -> list[Change]:
         """The protected paths whose content (or mode, or presence) in ``tree`` is not frozen;

@@ -48,11 +48,10 @@ async def judging_evaluator(
 def _gate_folder(run_: Run, contract: Contract, view: RunView) -> GateFolder | None:
     """Where a run's gates run, protected files frozen; None for a run with no contract (a
     manual run) or none started yet (no start tree: nothing is frozen)."""
-    start = view.run_state.start_tree
-    if view.contract is None or start is None:
+    if view.contract is None:
         return None
-    frozen = FrozenFiles.for_run(run_, contract, start, view.run_state.accepted)
-    return GateFolder(frozen, links=contract.steps.link)
+    frozen = FrozenFiles.of_state(run_, contract, view.run_state)
+    return None if frozen is None else GateFolder(frozen, links=contract.steps.link)
 
 
 async def judge_once(
