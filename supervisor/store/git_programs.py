@@ -187,17 +187,15 @@ class ConfigWatch:
         self.reads = 0
         """How many times the configuration was read with git (a test counts them)."""
 
-    def _files(self) -> list[Path]:
+    def _key(self) -> tuple[object, ...]:
+        """Every file git reads its configuration from here, and what each holds now."""
         dirs = git_dirs(self.root)
         files = _global_files()
         if dirs is not None:
             git_dir, common = dirs
             files += [common / "config", git_dir / "config.worktree", git_dir / "HEAD"]
-        return [*files, *self._includes]
-
-    def _key(self) -> tuple[object, ...]:
-        files = self._files()
-        return (git_dirs(self.root), tuple(files), *(_content(f) for f in files))
+        files += self._includes
+        return (dirs, tuple(files), *(_content(f) for f in files))
 
     def refresh(self, program: str, env: Mapping[str, str]) -> None:
         """Read the configuration again if any file it comes from changed since last time."""

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.store.git_programs import git_dirs
 from paella_tui.supervisor.store.gitcli import Git
 
 STATE_DIR_ENV = "PAELLA_STATE_DIR"  # workspace.STATE_DIR_ENV (not imported: it costs the start)
@@ -125,9 +126,11 @@ def start_early(cwd: Path | None = None) -> None:
     global _early
     discard_early()
     try:
-        git_dir = _git_dir(cwd or Path.cwd())
-        if git_dir is None:
+        # Found as git looks for it (a guess: the snapshot checks everything before taking it).
+        dirs = git_dirs(cwd or Path.cwd())
+        if dirs is None:
             return
+        git_dir = dirs[0].resolve()
         override = os.environ.get(STATE_DIR_ENV)
         state_dir = Path(override).resolve() if override else git_dir / "paella"
         with open(state_dir / MEMO_NAME, "rb") as handle:
@@ -169,8 +172,11 @@ PRIVATE_KEYS = frozenset(
         "core.fsmonitor",
     }
 )
-DIFF_ARGS = ["diff-files", "-z", "--name-status", "--no-renames", "--ignore-submodules=dirty", "--"]
+DIFF_START = ["diff-files", "-z", "--name-status", "--no-renames", "--ignore-submodules=dirty"]
+"""A snapshot's ``diff-files``, before its pathspecs (snapshot.py builds its own from it)."""
+DIFF_ARGS = [*DIFF_START, "--"]
 OTHERS_START = ["ls-files", "-z", "--others", "--exclude-standard"]
+"""A snapshot's ``ls-files --others``, before its patterns and pathspecs."""
 
 
 def _plain(config: list[tuple[str, str]], diff: list[str], others: list[str]) -> bool:
@@ -224,18 +230,3 @@ def discard_early() -> None:
     early, _early = _early, None
     if early is not None:
         early.listing.cancel()
-
-
-def _git_dir(start: Path) -> Path | None:
-    """The git dir of the work tree holding ``start``, found as git looks for it (a guess: the
-    snapshot checks everything it depends on before taking the answer)."""
-    for folder in (start, *start.parents):
-        dot_git = folder / ".git"
-        if dot_git.is_dir():
-            return dot_git
-        if dot_git.is_file():
-            text = dot_git.read_text(errors="surrogateescape").strip()
-            if not text.startswith("gitdir: "):
-                return None
-            return (folder / text.removeprefix("gitdir: ")).resolve()
-    return None

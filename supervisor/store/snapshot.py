@@ -252,16 +252,12 @@ class Snapshotter:
     def _diff_args(paths: Sequence[str]) -> list[str]:
         """``diff-files`` over ``paths`` (none: every entry), as literal pathspecs: a changed
         path is that path (or, for a folder gone, its content)."""
-        diff = ["diff-files", "-z", "--name-status", "--no-renames", "--ignore-submodules=dirty"]
-        return [*diff, "--", *_literal(paths)]
+        return [*scan_listing.DIFF_START, "--", *_literal(paths)]
 
     def _others_args(self, paths: Sequence[str] | None) -> list[str]:
         """``ls-files --others`` (untracked, not ignored) over ``paths`` (None: the whole tree)."""
         return [
-            "ls-files",
-            "-z",
-            "--others",
-            "--exclude-standard",
+            *scan_listing.OTHERS_START,
             *self._exclude_args(),
             "--",
             *self._state_dir_pathspec(),
