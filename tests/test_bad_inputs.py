@@ -1,20 +1,26 @@
 """Every bad input gets one clear line and the right exit status: no traceback, no hang, nothing
 changed. Arguments, files in the workspace, paella's own state files turned into something
-else, a deleted current folder, and readers whose pipe closes early. The real command in a
-subprocess, each case with a timeout (a hang fails it).
+else, a deleted current folder, and readers whose pipe closes early. Each case runs the real
+command with a timeout (a hang fails it): what the command does with a bad input through
+``cli.main`` in the test process (``run_paella_in_process``: the same parser, handlers, messages
+and exit statuses on redirected descriptors, without the interpreter's start-up), what only a
+process shows (a current folder deleted under it, a pipe closed on it) as a subprocess.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
-from conftest import GitRunner, SavedFolder, capture_tree
+from conftest import GitRunner, SavedFolder, capture_tree, run_paella_in_process
 from hostile_project import HostileProject, finished_project, no_traceback
 
 Setup = Callable[[HostileProject], None]
@@ -41,6 +47,33 @@ def project(finished_run: tuple[HostileProject, SavedFolder]) -> HostileProject:
     p, saved = finished_run
     saved.restore()
     return p
+
+
+class Hang(AssertionError):
+    """The command did not end within its time."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Fail with ``Hang`` when the block runs longer than ``seconds``: SIGALRM interrupts even a
+    blocking ``open`` of a FIFO, as the subprocess's timeout did."""
+
+    def expired(signum: int, frame: FrameType | None) -> None:
+        raise Hang(f"the command did not end within {seconds:g}s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def paella(p: HostileProject, *args: str) -> subprocess.CompletedProcess[str]:
+    """``paella ARGS`` in the project through ``cli.main`` in this process, failing after 30 s."""
+    with time_limit(30):
+        return run_paella_in_process(p.repo, *args)
 
 
 def state_picture(p: HostileProject) -> dict[str, bytes | str]:
@@ -76,7 +109,7 @@ def test_bad_arguments(
     project: HostileProject, args: tuple[str, ...], code: int, says: str
 ) -> None:
     tree, state = capture_tree(project.repo), state_picture(project)
-    proc = project.paella(*args, timeout=30)
+    proc = paella(project, *args)
     no_traceback(proc)
     assert proc.returncode == code, proc.stderr
     assert says in proc.stderr
@@ -165,7 +198,7 @@ def test_bad_workspace_files(
     runs_before = sorted(os.listdir(project.state / "runs"))
     tree = capture_tree(project.repo)
     args = ("run", "--headless") if command == "run" else ("check",)
-    proc = project.paella(*args, timeout=30)
+    proc = paella(project, *args)
     no_traceback(proc)
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert says in proc.stderr, proc.stderr
@@ -208,7 +241,7 @@ def test_state_files_that_are_not_what_they_should_be(
     project: HostileProject, case: str, setup: Setup, args: tuple[str, ...], code: int
 ) -> None:
     setup(project)
-    proc = project.paella(*args, timeout=30)
+    proc = paella(project, *args)
     no_traceback(proc)
     assert proc.returncode == code, proc.stderr
 
