@@ -2,7 +2,8 @@
 
 The headless test runs the real console script (``paella demo --headless --fast --dir``) and
 checks the story twice: in what a person reads (the output) and in what the run leaves behind
-(the ledger, the git refs, the final files, no process of the agent). The TUI test plays the
+(the ledger, the git refs, the final files, no process of the agent). The play is shared with
+test_json_schemas (``played_demo``: one play per test process, put back before each reader). The TUI test plays the
 same demo with Pilot and presses the recovery key the screen suggests, as a newcomer would.
 """
 
@@ -15,15 +16,15 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from conftest import run_paella
+from played_demo import GROUP as played_demo_group
+from played_demo import PlayedDemo, agent_processes, played_demo
 from textual.pilot import Pilot
 from waiting import wait_until, wait_until_async
 
@@ -52,25 +53,6 @@ def records(run: Run, kind: str) -> list[dict[str, Any]]:
     return [r for r in run.ledger.read().records if r.get("kind") == kind]
 
 
-def agent_processes(root: Path) -> list[psutil.Process]:
-    """Live processes running the demo's scripted agent in the workspace at ``root``.
-
-    Only this test's agents count: other tests (other xdist workers) may be playing the demo too.
-    """
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status", "cwd"]):
-        with contextlib.suppress(psutil.Error):
-            cmdline = proc.info["cmdline"] or []
-            cwd = proc.info["cwd"] or ""
-            if (
-                str(scenario.AGENT) in cmdline
-                and proc.info["status"] != psutil.STATUS_ZOMBIE
-                and Path(cwd).is_relative_to(root)
-            ):
-                found.append(proc)
-    return found
-
-
 def ref_exists(root: Path, ref: str) -> bool:
     """Whether git knows ``ref`` in the repository at ``root``."""
     return (
@@ -90,14 +72,17 @@ def index_of(lines: list[str], pattern: str, start: int = 0) -> int:
     raise AssertionError(f"no line matching {pattern!r} after line {start}:\n" + "\n".join(lines))
 
 
+@pytest.fixture
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlayedDemo]:
+    """The headless demo this test process played, as the command left it."""
+    with played_demo(tmp_path_factory) as played:
+        yield played
+
+
 @pytest.mark.slow
-def test_headless_demo_tells_the_whole_story_and_ends_done(tmp_path: Path) -> None:
-    root = tmp_path / "demo"
-    started = time.monotonic()
-    proc = run_paella(
-        tmp_path, "demo", "--headless", "--fast", "--dir", str(root), timeout=DEMO_TIMEOUT_S
-    )
-    took = time.monotonic() - started
+@pytest.mark.xdist_group(played_demo_group)
+def test_headless_demo_tells_the_whole_story_and_ends_done(demo: PlayedDemo) -> None:
+    root, proc, took = demo.root, demo.proc, demo.took
     out = proc.stdout
     assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{proc.stderr}"
     assert took < 45, f"the --fast demo took {took:.1f}s (the normal pace takes about a minute)"
@@ -163,6 +148,7 @@ def test_headless_demo_tells_the_whole_story_and_ends_done(tmp_path: Path) -> No
             check=True,
         ).stdout
     )
+    assert demo.agents_left == ()
     assert agent_processes(root) == []
 
 

@@ -1,25 +1,27 @@
 """The JSON outputs of ``status``, ``checkpoints`` and ``gates`` against the schemas shipped in
 ``paella_tui/schemas/``: real outputs of a real run (the demo, played headless in a temporary
-folder), of a workspace with red gates and of one with no run yet."""
+folder: the play test_demo reads too, ``played_demo``), of a workspace with red gates and of one
+with no run yet."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
 import jsonschema
 import pytest
 from conftest import run_paella_in_process
+from played_demo import GROUP, played_demo
 
 from paella_tui.schemas import SCHEMA_NAMES, SCHEMA_VERSION, load_schema
 from paella_tui.supervisor.run.events import DriftKind, GateStatus
 from paella_tui.supervisor.run.run_view import RUN_STATES
 
-# One worker for the module: its distributions (or its demo run) are built once per module.
-pytestmark = pytest.mark.xdist_group("json-schemas")
+# One worker for the module and test_demo's headless story: the demo is played once for both.
+pytestmark = pytest.mark.xdist_group(GROUP)
 
 RED_CONTRACT = """\
 [run]
@@ -65,16 +67,11 @@ def json_of(result: subprocess.CompletedProcess[str]) -> Any:
 
 
 @pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A workspace holding a finished demo run: checkpoints, a salvage, a regression, drift."""
-    from conftest import run_paella
-
-    where = tmp_path_factory.mktemp("schemas") / "demo"
-    result = run_paella(
-        where.parent, "demo", "--headless", "--fast", "--dir", str(where), timeout=300
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return where
+    with played_demo(tmp_path_factory) as demo:
+        assert demo.proc.returncode == 0, demo.proc.stdout + demo.proc.stderr
+        yield demo.root
 
 
 @pytest.mark.parametrize("name", SCHEMA_NAMES)
