@@ -21,6 +21,10 @@ from conftest import GitRunner, SavedFolder, make_repo, run_paella_in_process
 
 TIMEOUT = 90.0
 
+FINISHED_GROUP = "finished-run"
+"""The xdist group of the tests that use ``finished_project``: the run is made once per test
+process, so the tests that share it go to one worker and it is made once."""
+
 
 class HostileProject:
     """A repository with a committed ``paella.toml`` whose agent runs ``script``."""

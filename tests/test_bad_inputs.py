@@ -21,14 +21,15 @@ from types import FrameType
 
 import pytest
 from conftest import GitRunner, SavedFolder, capture_tree, run_paella_in_process
-from hostile_project import HostileProject, finished_project, no_traceback
+from hostile_project import FINISHED_GROUP, HostileProject, finished_project, no_traceback
 
 Setup = Callable[[HostileProject], None]
 
 
-# The cases only need a project with one finished run; the run is made once per module (per
-# xdist worker) and its folder put back before each case (SavedFolder).
-pytestmark = pytest.mark.xdist_group("bad-inputs")
+# The cases only need a project with one finished run; the run is made once per test process
+# (one worker: the xdist group of every test that uses it) and its folder put back before each
+# case (SavedFolder).
+pytestmark = pytest.mark.xdist_group(FINISHED_GROUP)
 
 
 @pytest.fixture(scope="module")

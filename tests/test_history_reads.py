@@ -13,9 +13,12 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import GitRunner, SavedFolder
-from hostile_project import HostileProject, finished_project, no_traceback
+from hostile_project import FINISHED_GROUP, HostileProject, finished_project, no_traceback
 
 from paella_tui.supervisor.run.ledger import Ledger, LedgerRead
+
+# One worker for every test of the finished run (hostile_project.FINISHED_GROUP): made once.
+pytestmark = pytest.mark.xdist_group(FINISHED_GROUP)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import GitRunner
-from hostile_project import HostileProject, finished_project, no_traceback
+from hostile_project import FINISHED_GROUP, HostileProject, finished_project, no_traceback
 
 from paella_tui.supervisor.agent.process_cage import Cage
 
@@ -208,6 +208,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory, git: GitRunner) -> Iterat
         yield p
 
 
+@pytest.mark.xdist_group(FINISHED_GROUP)
 def test_a_state_folder_deleted_between_commands_comes_back_for_every_reader(
     finished: HostileProject, git: GitRunner
 ) -> None:
@@ -345,6 +346,7 @@ def test_an_edited_protected_test_is_not_done_headless(tmp_path: Path, git: GitR
     assert "tests/spec.txt" in (p.run_dir() / "handoff.md").read_text()
 
 
+@pytest.mark.xdist_group(FINISHED_GROUP)
 def test_a_pruned_run_stays_pruned_the_mirror_forgets_it_too(
     finished: HostileProject, git: GitRunner
 ) -> None:
