@@ -170,13 +170,27 @@ exit 3
 )
 
 
-@pytest.mark.parametrize("mirror", ["default", "remote"])
+# Before destroying, the agent points the mirror's address at a mirror of its own (empty) and
+# names a program for ssh: paella's reads and restores must still come from the real mirror
+# (tests/test_mirror_link.py has the whole matrix).
+REDIRECT_THE_MIRROR = """\
+git init -q --bare ../agents-mirror.git
+git config url."file://$(cd .. && pwd)/agents-mirror.git".insteadOf "$PAELLA_MIRROR"
+git config core.sshCommand "touch $(cd .. && pwd)/ssh-ran"
+"""
+
+
+@pytest.mark.parametrize("mirror", ["default", "remote", "remote, redirected by the agent"])
 def test_deleted_refs_gc_and_state_are_restored_from_the_mirror_and_rollback_works(
     tmp_path: Path, git: GitRunner, mirror: str
 ) -> None:
-    p = HostileProject(tmp_path, git, DELETE_STATE)
+    script = DELETE_STATE
+    if mirror.endswith("redirected by the agent"):
+        destroy = script.index("git for-each-ref")
+        script = script[:destroy] + REDIRECT_THE_MIRROR + script[destroy:]
+    p = HostileProject(tmp_path, git, script)
     env = {}
-    if mirror == "remote":
+    if mirror.startswith("remote"):
         # PAELLA_MIRROR may name any git remote: here a URL, read through git fetch.
         remote = tmp_path / "elsewhere.git"
         git(tmp_path, "init", "-q", "--bare", str(remote))
@@ -194,9 +208,12 @@ def test_deleted_refs_gc_and_state_are_restored_from_the_mirror_and_rollback_wor
     assert "checkpoint" in kinds and "rollback-done" in kinds
     refs = git(p.repo, "for-each-ref", "--format=%(refname)", "refs/paella").split()
     assert any(r.endswith("/checkpoints/1") for r in refs)
-    if mirror == "remote":
+    if mirror.startswith("remote"):
         held = git(tmp_path / "elsewhere.git", "for-each-ref", "--format=%(refname)").split()
         assert any(r.startswith("refs/paella-state/") for r in held), held
+    if mirror.endswith("redirected by the agent"):
+        assert git(tmp_path / "agents-mirror.git", "for-each-ref") == ""
+        assert not (tmp_path / "ssh-ran").exists()
 
 
 @pytest.fixture

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import run_paella_in_process
 
+from paella_tui.supervisor.base.errors import GitError
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store import checkpoints
-from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
+from paella_tui.supervisor.store.snapshot import REBUILDS, Snapshot, Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
 
@@ -145,11 +146,16 @@ def test_private_index_persists_between_snapshots(repo: Path, git) -> None:
     assert git.tree(repo, second.tree)["src/f4.txt"] == ("100644", b"file 4\n")
 
 
+@pytest.mark.parametrize("times", [1, REBUILDS])
 @pytest.mark.parametrize("follow", [False, True], ids=["full", "followed"])
-def test_a_snapshot_survives_paellas_state_deleted_under_it(repo: Path, git, follow: bool) -> None:
+def test_a_snapshot_survives_paellas_state_deleted_under_it(
+    repo: Path, git, follow: bool, times: int
+) -> None:
     """A hostile agent deletes paella's state folder (``.git/paella``) while a snapshot runs:
     the snapshot makes the folder again and rebuilds its private index (it raised "Unable to
-    create ...snapshot.index.lock: No such file or directory" through the gates, a traceback)."""
+    create ...snapshot.index.lock: No such file or directory" through the gates, a traceback).
+    An ``rm -rf`` still under way deletes the folder made again too: ``times`` deletions, each
+    before a ``write-tree``, up to :data:`REBUILDS` (one more is an error, below)."""
     import shutil
 
     write(repo / "a.txt", "one\n")
@@ -165,7 +171,7 @@ def test_a_snapshot_survives_paellas_state_deleted_under_it(repo: Path, git, fol
     deleted: list[str] = []
 
     def out(args: list[str], **kwargs: object) -> str:
-        if args[:1] == ["write-tree"] and not deleted:
+        if args[:1] == ["write-tree"] and len(deleted) < times:
             # The agent's `rm -rf .git/paella` lands between the index's update and its tree.
             shutil.rmtree(snapshotter.index_file.parent)
             deleted.append("state")
@@ -173,10 +179,30 @@ def test_a_snapshot_survives_paellas_state_deleted_under_it(repo: Path, git, fol
 
     snapshotter.git.out = out  # type: ignore[method-assign]
     snap = snapshotter.take(follow_changes=follow)
-    assert deleted, "the deletion never happened"
+    assert len(deleted) == times, "the deletions never happened"
     assert git.tree(repo, snap.tree)["a.txt"] == ("100644", b"two\n")
     assert snapshotter.index_file.is_file()
     assert snap.tree == snapshot(repo).tree  # what a fresh snapshot of the workspace says
+
+
+def test_a_state_folder_deleted_at_every_attempt_is_an_error_not_a_loop(repo: Path) -> None:
+    import shutil
+
+    write(repo / "a.txt", "one\n")
+    snapshotter = Snapshotter(Workspace.find(repo))
+    real_out = snapshotter.git.out
+    deleted: list[str] = []
+
+    def out(args: list[str], **kwargs: object) -> str:
+        if args[:1] == ["write-tree"]:
+            shutil.rmtree(snapshotter.index_file.parent)
+            deleted.append("state")
+        return real_out(args, **kwargs)  # type: ignore[arg-type]
+
+    snapshotter.git.out = out  # type: ignore[method-assign]
+    with pytest.raises(GitError, match=r"index\.lock"):
+        snapshotter.take()
+    assert len(deleted) == REBUILDS + 1
 
 
 def test_files_over_the_size_cap_are_left_out_and_named(repo: Path, git) -> None:

@@ -17,6 +17,9 @@ cheaply, branches kept so that each save copies only new objects); the ``refs/pa
 copies are dropped, since only what paella wrote itself is trusted. paella writes a local mirror
 with plumbing, not ``git push`` (:mod:`mirror_local`: no ``receive-pack`` walk over every ref, no
 ``gc --auto`` per checkpoint); a mirror elsewhere (``PAELLA_MIRROR=ssh://...``) is pushed to.
+Every command that talks to a mirror (a push, a fetch, ``ls-remote``: a remote mirror's, and a
+ref brought back from either) runs in paella's own git directory over the repository's objects
+(:mod:`mirror_link`), never in the work tree, whose configuration the agent can write.
 
 Nothing here raises on a mirror that is unreachable: a failure is returned as text for a warning.
 """
@@ -29,6 +32,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from paella_tui.supervisor.base.errors import GitError
 from paella_tui.supervisor.store.mirror_ledger import (
@@ -43,6 +47,9 @@ from paella_tui.supervisor.store.mirror_ledger import (
 )
 from paella_tui.supervisor.store.mirror_local import LocalMirror, StateRaced, run_git
 from paella_tui.supervisor.store.workspace import Workspace
+
+if TYPE_CHECKING:
+    from paella_tui.supervisor.store.mirror_link import MirrorLink
 
 MIRROR_ENV = "PAELLA_MIRROR"
 STATE_REF = "refs/paella-state"
@@ -89,6 +96,15 @@ class Mirror:
             return cls(workspace, named, local)
         path = state_home() / "paella" / repository_key(workspace) / "mirror.git"
         return cls(workspace, str(path), path)
+
+    @property
+    def link(self) -> MirrorLink:
+        """Where the network commands for this mirror run (:mod:`mirror_link`)."""
+        # Imported here: a local mirror's saves (every checkpoint) never need it.
+        from paella_tui.supervisor.store.mirror_link import MirrorLink, link_path
+
+        folder = state_home() / "paella" / repository_key(self.workspace)
+        return MirrorLink(self.workspace, link_path(folder, self.url))
 
     def describe(self) -> str:
         """Where the mirror is, for messages."""
@@ -196,8 +212,7 @@ class Mirror:
     def _push_state(self, ref: str, run_id: str, tip: StateCopy | None, part: NewPart) -> StateCopy:
         """The state commit built in the repository, pushed to a remote mirror (moved only from
         ``tip``); the new tip."""
-        git = self.workspace.git
-        copy = state_commit(lambda args, data: git.out(args, input=data), run_id, tip, part)
+        copy = state_commit(self.link.text, run_id, tip, part)
         lease = f"--force-with-lease={ref}:{tip.commit if tip is not None else ''}"
         try:
             self._push([lease], [f"+{copy.commit}:{ref}"])
@@ -208,9 +223,8 @@ class Mirror:
         return copy
 
     def _push(self, leases: list[str], refspecs: list[str]) -> None:
-        git = self.workspace.git
         args = ["push", "--quiet", "--no-verify", *leases, self.url, *refspecs]
-        proc = git.run(args, check=False)
+        proc = self.link.run(args)
         if proc.returncode != 0:
             said = proc.stderr.decode(errors="replace")
             if "stale info" in said and not any(r.startswith("+") for r in refspecs):
@@ -227,7 +241,7 @@ class Mirror:
             prefix = f"{self.workspace.ref_namespace}/{run_id}/"
             if store is not None:
                 return store.refs(prefix)
-            out = self._git(["ls-remote", self.url, f"{prefix}*"])
+            out = self.link.text(["ls-remote", self.url, f"{prefix}*"])
         except (OSError, GitError):
             return None
         found = {}
@@ -241,7 +255,11 @@ class Mirror:
         None if nothing."""
         ref = f"{STATE_REF}/{run_id}"
         if self.local is None:
-            fetched = self._fetch_state(ref)
+            # A remote mirror's state, brought into the link to read it: its commit.
+            try:
+                fetched = self.link.fetch(self.url, ref)
+            except (OSError, GitError):
+                return None
             if fetched is None:
                 return None
             ref = fetched
@@ -324,7 +342,7 @@ class Mirror:
             elif self.local is not None:
                 return []
             else:
-                out = self._git(["ls-remote", self.url, f"{STATE_REF}/*"])
+                out = self.link.text(["ls-remote", self.url, f"{STATE_REF}/*"])
                 refs = [line.partition("\t")[2] for line in out.splitlines()]
         except (OSError, GitError):
             return []
@@ -338,33 +356,21 @@ class Mirror:
             with contextlib.suppress(GitError):
                 store.delete_refs(refs)
             return
-        self.workspace.git.run(
-            ["push", "--quiet", "--no-verify", self.url, *(f":{ref}" for ref in refs)], check=False
-        )
+        self.link.run(["push", "--quiet", "--no-verify", self.url, *(f":{ref}" for ref in refs)])
 
     def restore_ref(self, ref: str) -> bool:
-        """Fetch ``ref`` from the mirror into the repository (objects and all); True if it worked."""
-        proc = self.workspace.git.run(
-            ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", self.url, f"+{ref}:{ref}"],
-            check=False,
-        )
-        return proc.returncode == 0
+        """Fetch ``ref`` from the mirror into the repository (objects and all); True if it worked.
 
-    def _fetch_state(self, ref: str) -> str | None:
-        """A remote mirror's state ref, brought into the repository to read it: the local name."""
-        fetched = f"refs/paella-mirror/{ref.removeprefix('refs/')}"
-        proc = self.workspace.git.run(
-            [
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                self.url,
-                f"+{ref}:{fetched}",
-            ],
-            check=False,
-        )
-        return fetched if proc.returncode == 0 else None
+        The fetch runs in the link (its objects land in the repository's store), then the ref is
+        set in the repository to the commit the mirror holds."""
+        try:
+            commit = self.link.fetch(self.url, ref)
+            if commit is None:
+                return False
+            self.workspace.git.run(["update-ref", ref, commit])
+        except (OSError, GitError):
+            return False
+        return True
 
     def _read(self, args: list[str], *, input: bytes | None = None) -> bytes:
         if self.local is not None:
@@ -372,7 +378,7 @@ class Mirror:
             if proc.returncode != 0:
                 raise GitError(args, proc.returncode, proc.stderr.decode(errors="replace"))
             return proc.stdout
-        return self.workspace.git.run(args, input=input).stdout
+        return self.link.out(args, input=input)
 
     def _git(self, args: list[str], *, input: str | None = None, cwd: Path | None = None) -> str:
         proc = self._run(args, input=input.encode() if input else None, cwd=cwd)

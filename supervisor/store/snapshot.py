@@ -56,6 +56,10 @@ from paella_tui.supervisor.store.workspace import Workspace
 DEFAULT_MAX_FILE_SIZE = 50 * 1024 * 1024
 LOCK_TIMEOUT_S = 60.0
 
+REBUILDS = 3
+"""A full scan rebuilds the private index and starts again at most this many times (then an
+error is an error)."""
+
 
 class _NeedFullScan(Exception):
     """A snapshot from the changed paths cannot be trusted: scan everything (nothing written yet)."""
@@ -176,16 +180,18 @@ class Snapshotter:
             raise
 
     def _full_scan(self) -> Snapshot:
-        try:
-            return self._take()
-        except GitError as err:
-            gone = self._state_gone()
-            if not (gone or MISSING_OBJECT.search(str(err)) or self._index_corrupt()):
-                raise
-        # The private index is paella's own cache: rebuild it from scratch and try once more
-        # (in its folder made again, when an agent deleted paella's state under the snapshot).
-        self.index_file.parent.mkdir(parents=True, exist_ok=True)
-        self.discard_index()
+        for _ in range(REBUILDS):
+            try:
+                return self._take()
+            except GitError as err:
+                gone = self._state_gone()
+                if not (gone or MISSING_OBJECT.search(str(err)) or self._index_corrupt()):
+                    raise
+            # The private index is paella's own cache: rebuild it from scratch and try again
+            # (in its folder made again, when an agent deleted paella's state under the
+            # snapshot: an `rm -rf` still under way deletes the folder made again too).
+            self.index_file.parent.mkdir(parents=True, exist_ok=True)
+            self.discard_index()
         return self._take()
 
     def _state_gone(self) -> bool:
