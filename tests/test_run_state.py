@@ -49,10 +49,10 @@ from paella_tui.supervisor.run.ledger_events import (
     StepKept,
     StepsPruned,
     SupervisorResumed,
-    event_of,
     record_of,
 )
 from paella_tui.supervisor.run.ledger_schema import SCHEMAS
+from paella_tui.supervisor.run.record_events import event_of
 from paella_tui.supervisor.run.state import (
     ContractSpec,
     Phase,

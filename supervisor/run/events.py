@@ -8,40 +8,26 @@ by :mod:`paella_tui.supervisor.store.checkpoints` before anyone hears of them) h
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 # Re-exported: they were defined here first, and the event consumers import them from here.
 from paella_tui.supervisor.agent.usage import Usage as Usage
 from paella_tui.supervisor.agent.usage import compact_count as compact_count
+
+# The events a run's kept state is made of, defined where a fold finds them without loading the
+# run loop's (``state_events``), and re-exported: every event is imported from here.
+from paella_tui.supervisor.run.state_events import GREEN as GREEN
+from paella_tui.supervisor.run.state_events import RED as RED
+from paella_tui.supervisor.run.state_events import BisectVerdict as BisectVerdict
+from paella_tui.supervisor.run.state_events import BreakPoint as BreakPoint
+from paella_tui.supervisor.run.state_events import CheckpointTaken as CheckpointTaken
+from paella_tui.supervisor.run.state_events import DriftDetected as DriftDetected
+from paella_tui.supervisor.run.state_events import DriftKind as DriftKind
+from paella_tui.supervisor.run.state_events import Ending as Ending
+from paella_tui.supervisor.run.state_events import Event as Event
+from paella_tui.supervisor.run.state_events import GateStatus as GateStatus
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
-
-GateStatus = Literal["pending", "running", "pass", "fail", "timeout", "error", "stale", "flaky"]
-GREEN: frozenset[str] = frozenset({"pass", "flaky"})
-RED: frozenset[str] = frozenset({"fail", "timeout", "error"})
-
-DriftKind = Literal[
-    "regression", "protected", "contract", "scope", "stall", "claimed-done", "history", "flapping"
-]
-
-Ending = Literal["done", "claimed-done", "transient", "permanent", "crash", "signal", "stopped"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Event:
-    """Something that happened in a run, at wall-clock time ``at``."""
-
-    kind: ClassVar[str | None] = None
-    """The ledger record kind; None when another module records it."""
-    at: float = field(default_factory=time.time)
-
-    def record(self) -> dict[str, Any]:
-        """The fields the ledger keeps for this event (its ``t`` and ``kind`` are added there)."""
-        data = asdict(self)
-        data.pop("at", None)
-        return data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,24 +223,6 @@ class EvaluationFinished(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckpointTaken(Event):
-    """A checkpoint was taken (already in the ledger)."""
-
-    record_: SnapshotRecord
-
-
-@dataclass(frozen=True, kw_only=True)
-class DriftDetected(Event):
-    """Evidence that the run lost the thread (SPEC 8)."""
-
-    kind: ClassVar[str | None] = "drift"
-    drift: DriftKind
-    message: str
-    gate: str | None = None
-    path: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
 class WatchPaused(Event):
     """The watcher stopped re-triggering gates (flapping); ``g``, or 15 s of quiet, resumes it."""
 
@@ -394,81 +362,6 @@ class Notice(Event):
     kind: ClassVar[str | None] = None
     message: str
     level: Literal["info", "warning", "error"] = "info"
-
-
-BisectVerdict = Literal["running", "found", "flaky", "red-from-start", "not-reproduced", "error"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class BreakPoint:
-    """Where a gate broke: the first step of the run on which it is red, found by a bisect."""
-
-    gate: str
-    verdict: BisectVerdict
-    step: int | None = None
-    """The first red step (``found``), else None."""
-    t: str | None = None
-    """When that step was taken (ISO 8601 UTC)."""
-    last_green_step: int | None = None
-    files: tuple[tuple[str, int | None, int | None], ...] = ()
-    """The files the breaking step changed: (path, lines added, lines removed)."""
-    added: int = 0
-    removed: int = 0
-    runs: int = 0
-    """How many times the bisect ran the gate (cached results cost none)."""
-    tail: tuple[str, ...] = ()
-    """The gate's last output lines on the breaking step."""
-    message: str = ""
-    """The verdict in words (what flaked, why nothing was found)."""
-
-    def headline(self, *, clock: str | None = None) -> str:
-        """``broke at 02:31 in step 17: ledger/core.py, +3 −1`` (or the verdict in words)."""
-        if self.verdict != "found" or self.step is None:
-            return self.message or f"{self.gate}: {self.verdict}"
-        when = clock if clock is not None else _hh_mm(self.t)
-        names = ", ".join(path for path, _a, _r in self.files[:3])
-        more = f" and {len(self.files) - 3} more" if len(self.files) > 3 else ""
-        files = f": {names}{more}" if names else ""
-        return f"broke at {when} in step {self.step}{files}, +{self.added} −{self.removed}"
-
-    def to_json(self) -> dict[str, Any]:
-        """The ledger's and ``status --json``'s shape."""
-        data = asdict(self)
-        data["files"] = [{"path": path, "added": a, "removed": r} for path, a, r in self.files]
-        data["tail"] = list(self.tail)
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BreakPoint:
-        """Rebuild from :meth:`to_json` (a ledger ``bisect`` record)."""
-        files = tuple(
-            (str(f.get("path", "")), f.get("added"), f.get("removed"))
-            for f in data.get("files") or ()
-            if isinstance(f, dict)
-        )
-        return cls(
-            gate=str(data.get("gate", "")),
-            verdict=data.get("verdict", "error"),
-            step=data.get("step"),
-            t=data.get("t_step") or data.get("t"),
-            last_green_step=data.get("last_green_step"),
-            files=files,
-            added=int(data.get("added") or 0),
-            removed=int(data.get("removed") or 0),
-            runs=int(data.get("runs") or 0),
-            tail=tuple(str(x) for x in data.get("tail") or ()),
-            message=str(data.get("message") or ""),
-        )
-
-
-def _hh_mm(t: str | None) -> str:
-    """``02:31``, local time (as the drift feed and the clock show it), from a ledger time."""
-    if not t:
-        return "?"
-    try:
-        return datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone().strftime("%H:%M")
-    except ValueError:
-        return t
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,14 +2,17 @@
 (:func:`record_of`), so a run's state is the fold of its ledger.
 
 The run loop's own events (:mod:`paella_tui.supervisor.run.events`) are their records' events;
-the records other parts of the engine write (the run's start, a resume, checkpoints and salvage,
-steps, a finished rollback) get the typed events defined here. A record of a kind this version
-does not fold becomes a :class:`LedgerRecord` carrying its fields, so nothing is lost.
+the records other parts of the engine write (a resume, steps, and in
+:mod:`~paella_tui.supervisor.run.state_events` the run's start, checkpoints and salvage, a
+finished rollback) get the typed events defined here. A record of a kind this version does not
+fold becomes a :class:`LedgerRecord` carrying its fields, so nothing is lost. :data:`READERS`
+reads the kinds whose events are the run loop's: the fold imports this module only when it meets
+one (:func:`~paella_tui.supervisor.run.state_events.event_of`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -23,7 +26,6 @@ from paella_tui.supervisor.run.events import (
     BisectStarted,
     BreakPoint,
     CheckpointTaken,
-    DriftDetected,
     EvaluationFinished,
     EvaluationStarted,
     Event,
@@ -37,21 +39,12 @@ from paella_tui.supervisor.run.events import (
     RunStopped,
     WatchPaused,
 )
-from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
 
-
-@dataclass(frozen=True, kw_only=True)
-class RunStarted(Event):
-    """A run began (written by the run store when it creates the run)."""
-
-    kind: ClassVar[str | None] = "run-started"
-    run_id: str
-    manual: bool = False
-    reason: str = ""
-    contract: Mapping[str, Any] | None = None
-    head: str | None = None
-    branch: str | None = None
-    paella_pid: int | None = None
+# Re-exported: every reader of the ledger's events imports them from here.
+from paella_tui.supervisor.run.state_events import LedgerRecord as LedgerRecord
+from paella_tui.supervisor.run.state_events import Reader, strs
+from paella_tui.supervisor.run.state_events import RollbackDone as RollbackDone
+from paella_tui.supervisor.run.state_events import RunStarted as RunStarted
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,25 +72,6 @@ class RecoveryAsked(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RollbackDone(Event):
-    """A rollback finished: the work tree is ``tree``, the snapshot ``target_ref``'s."""
-
-    kind: ClassVar[str | None] = "rollback-done"
-    id: str
-    target_ref: str
-    target: str | None = None
-    tree: str | None = None
-    salvage: int | None = None
-    salvage_ref: str | None = None
-    changed_files: int | None = None
-    notes: tuple[str, ...] = ()
-
-    def record(self) -> dict[str, Any]:
-        """The fields the record holds (the unknown ones left out, as the rollback writes it)."""
-        return {k: v for k, v in super().record().items() if v is not None}
-
-
-@dataclass(frozen=True, kw_only=True)
 class StepKept(Event):
     """A settled change kept as a numbered step (issue 16); its other fields ride along."""
 
@@ -119,23 +93,6 @@ class StepsPruned(Event):
     kept_s: float | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class LedgerRecord(Event):
-    """A record no rule folds (a probe, an intent, a mirror failure): kept as it was."""
-
-    kind: ClassVar[str | None] = None
-    record_kind: str
-    fields: Mapping[str, Any] = field(default_factory=dict)
-
-    def record(self) -> dict[str, Any]:
-        """The record's own fields."""
-        return dict(self.fields)
-
-
-def _strs(value: object) -> tuple[str, ...]:
-    return tuple(str(x) for x in value) if isinstance(value, list | tuple) else ()
-
-
 def _usage(value: object) -> Usage | None:
     return None if value is None else Usage.from_record(value)
 
@@ -151,7 +108,7 @@ def _gate_finished(r: Mapping[str, Any]) -> Event:
         log_path=r.get("log"),
         cached=bool(r.get("cached")),
         message=r.get("message") or "",
-        failed_tests=_strs(r.get("failed_tests")),
+        failed_tests=strs(r.get("failed_tests")),
     )
     return GateFinished(result=result, stale=bool(r.get("stale")))
 
@@ -161,13 +118,13 @@ def _agent_exited(r: Mapping[str, Any]) -> Event:
         attempt=r["attempt"],
         exit_code=r.get("exit_code"),
         signal=r.get("signal"),
-        tail=_strs(r.get("tail")),
-        leftovers=_strs(r.get("leftovers")),
+        tail=strs(r.get("tail")),
+        leftovers=strs(r.get("leftovers")),
         stopped_by_user=bool(r.get("stopped_by_user")),
         false_success=r.get("false_success"),
         exit_meaning=r.get("exit_meaning"),
         usage=_usage(r.get("usage")),
-        signals=_strs(r["signals"]) if isinstance(r.get("signals"), list) else None,
+        signals=strs(r["signals"]) if isinstance(r.get("signals"), list) else None,
     )
 
 
@@ -187,24 +144,11 @@ def _recovery(r: Mapping[str, Any]) -> Event:
         ending=r["ending"],
         how=r.get("how") or "",
         attempt=int(r.get("attempt") or 0),
-        tail=_strs(r.get("tail")),
+        tail=strs(r.get("tail")),
         base=r.get("base"),
-        regressions=_strs(r.get("regressions")),
-        changed_files=_strs(r.get("changed_files")),
+        regressions=strs(r.get("regressions")),
+        changed_files=strs(r.get("changed_files")),
         default=r.get("default") or "continue",
-    )
-
-
-def _rollback_done(r: Mapping[str, Any]) -> Event:
-    return RollbackDone(
-        id=r["id"],
-        target_ref=r["target_ref"],
-        target=r.get("target"),
-        tree=r.get("tree"),
-        salvage=r.get("salvage"),
-        salvage_ref=r.get("salvage_ref"),
-        changed_files=r.get("changed_files"),
-        notes=_strs(r.get("notes")),
     )
 
 
@@ -213,16 +157,7 @@ def _bisect(r: Mapping[str, Any]) -> Event:
     return BisectFinished(point=BreakPoint.from_json({k: v for k, v in r.items() if k != "t"}))
 
 
-_OF: dict[str, Callable[[Mapping[str, Any]], Event]] = {
-    "run-started": lambda r: RunStarted(
-        run_id=r["run_id"],
-        manual=bool(r.get("manual")),
-        reason=r.get("reason") or "",
-        contract=r.get("contract"),
-        head=r.get("head"),
-        branch=r.get("branch"),
-        paella_pid=r.get("paella_pid"),
-    ),
+READERS: dict[str, Reader] = {
     "resumed": lambda r: SupervisorResumed(
         paella_pid=r.get("paella_pid") if isinstance(r.get("paella_pid"), int) else None
     ),
@@ -231,7 +166,7 @@ _OF: dict[str, Callable[[Mapping[str, Any]], Event]] = {
         pid=r["pid"],
         # None when paella could not read it: liveness is then judged by the pid alone.
         create_time=r.get("create_time"),
-        argv=_strs(r.get("argv")),
+        argv=strs(r.get("argv")),
         resumed=bool(r.get("resumed")),
         tty=bool(r.get("tty", True)),
     ),
@@ -241,7 +176,7 @@ _OF: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     ),
     "agent-exited": _agent_exited,
     "evaluation-started": lambda r: EvaluationStarted(
-        tree=r["tree"], reason=r.get("reason") or "", gates=_strs(r.get("gates"))
+        tree=r["tree"], reason=r.get("reason") or "", gates=strs(r.get("gates"))
     ),
     "gate-started": lambda r: GateStarted(gate=r["gate"], tree=r["tree"]),
     "gate-finished": _gate_finished,
@@ -250,11 +185,6 @@ _OF: dict[str, Callable[[Mapping[str, Any]], Event]] = {
         results=(),
         complete_episodes=r["complete_episodes"],
         stale=bool(r.get("stale")),
-    ),
-    "checkpoint": lambda r: CheckpointTaken(record_=SnapshotRecord.from_ledger(dict(r))),
-    "salvage": lambda r: CheckpointTaken(record_=SnapshotRecord.from_ledger(dict(r))),
-    "drift": lambda r: DriftDetected(
-        drift=r["drift"], message=r["message"], gate=r.get("gate"), path=r.get("path")
     ),
     "watch-paused": lambda r: WatchPaused(reason=r.get("reason") or ""),
     "retry-scheduled": lambda r: RetryScheduled(
@@ -271,7 +201,7 @@ _OF: dict[str, Callable[[Mapping[str, Any]], Event]] = {
         choice=r["choice"], target=r.get("target"), by=r.get("by") or "user"
     ),
     "handoff-written": lambda r: HandoffWritten(path=r["path"], size=int(r.get("size") or 0)),
-    "run-done": lambda r: RunDone(tree=r["tree"], gates=_strs(r.get("gates"))),
+    "run-done": lambda r: RunDone(tree=r["tree"], gates=strs(r.get("gates"))),
     "run-stopped": lambda r: RunStopped(
         reason=r.get("reason") or "",
         resume_after=r.get("resume_after")
@@ -282,29 +212,12 @@ _OF: dict[str, Callable[[Mapping[str, Any]], Event]] = {
         gate=r["gate"], tree=r.get("tree"), steps=int(r.get("steps") or 0)
     ),
     "bisect": _bisect,
-    "rollback-done": _rollback_done,
     "step": lambda r: StepKept(
         n=r.get("n") if isinstance(r.get("n"), int) else None,
         fields={k: v for k, v in r.items() if k not in ("t", "kind", "prev", "n")},
     ),
     "steps-pruned": lambda r: StepsPruned(refs=int(r.get("refs") or 0), kept_s=r.get("kept_s")),
 }
-
-
-def event_of(record: Mapping[str, Any], at: float = 0.0) -> Event:
-    """The typed event a (validated) ledger record stands for, at time ``at``."""
-    kind = str(record.get("kind"))
-    make = _OF.get(kind)
-    if make is not None:
-        try:
-            event = make(record)
-        except (KeyError, TypeError, ValueError):
-            event = None  # a record the schema let through that this version cannot read
-        if event is not None:
-            object.__setattr__(event, "at", at)
-            return event
-    fields = {k: v for k, v in record.items() if k not in ("t", "kind", "prev")}
-    return LedgerRecord(record_kind=kind, fields=fields, at=at)
 
 
 def record_of(event: Event) -> tuple[str, dict[str, Any]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 
 from paella_tui.supervisor.run.ledger import Pending, ledger_time
-from paella_tui.supervisor.run.ledger_events import event_of
+from paella_tui.supervisor.run.record_events import event_of
 from paella_tui.supervisor.run.state import RunState
 from paella_tui.supervisor.run.state_handlers import apply
 from paella_tui.supervisor.run.state_store import (

@@ -29,21 +29,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from paella_tui.supervisor.agent.usage import Usage
-from paella_tui.supervisor.run.events import (
+from paella_tui.supervisor.run.state_events import (
     GREEN,
     RED,
-    AgentExited,
     BreakPoint,
     DriftDetected,
-    GateResult,
-)
-from paella_tui.supervisor.run.ledger_events import (
     RollbackDone,
 )
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
+
+if TYPE_CHECKING:
+    # The run loop's events, for two methods' answers: imported where they are made, so that
+    # reading a kept state never loads them (issue 17).
+    from paella_tui.supervisor.run.events import GateResult
 
 VERDICT_TREES = 32
 """Snapshot trees whose verdicts the state keeps (the newest): a rollback to an older one shows
@@ -95,6 +96,8 @@ class GateNow:
 
     def result(self) -> GateResult:
         """The verdict as the evaluator holds one (a resumed run's; its output is in its log)."""
+        from paella_tui.supervisor.run.events import GateResult
+
         return GateResult(
             gate=self.name,
             status=self.status,  # type: ignore[arg-type]
@@ -126,6 +129,8 @@ class AttemptEnd:
         """``exit 1``, ``killed by SIGKILL``, ``stopped by you`` (as the agent event says it)."""
         if self.stopped_by_user:
             return "stopped by you"
+        from paella_tui.supervisor.run.events import AgentExited
+
         return AgentExited(
             attempt=self.attempt,
             exit_code=self.exit_code,

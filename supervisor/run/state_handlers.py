@@ -5,43 +5,12 @@ the base after a rollback) are :mod:`paella_tui.supervisor.run.state`'s.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from paella_tui.supervisor.run.events import (
-    GREEN,
-    AgentExited,
-    AgentSession,
-    AgentStarted,
-    AgentStats,
-    BisectFinished,
-    BisectStarted,
-    BreakPoint,
-    CheckpointTaken,
-    DriftDetected,
-    Event,
-    GateFinished,
-    GateStarted,
-    HandoffWritten,
-    RecoveryChosen,
-    RecoveryNeeded,
-    RetryScheduled,
-    RolledBack,
-    RunDone,
-    RunStopped,
-)
 from paella_tui.supervisor.run.ledger import ledger_iso
-from paella_tui.supervisor.run.ledger_events import (
-    LedgerRecord,
-    RecoveryAsked,
-    RollbackDone,
-    RunStarted,
-    StepKept,
-    StepsPruned,
-    SupervisorResumed,
-)
 from paella_tui.supervisor.run.state import (
     EMPTY,
     TAIL_KEPT,
@@ -58,6 +27,16 @@ from paella_tui.supervisor.run.state import (
     base_after_rollback,
     green_after_rollback,
     is_regression,
+)
+from paella_tui.supervisor.run.state_events import (
+    GREEN,
+    BreakPoint,
+    CheckpointTaken,
+    DriftDetected,
+    Event,
+    LedgerRecord,
+    RollbackDone,
+    RunStarted,
 )
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
 
@@ -258,6 +237,8 @@ def _rolled_back(state: RunState, event: Any, trusted: bool) -> RunState:
 
 def _recovery_facts(state: RunState, event: Any, trusted: bool) -> RunState:
     """The in-process event of a recovery, as its ``recovery-needed`` record says it."""
+    from paella_tui.supervisor.run.ledger_events import RecoveryAsked
+
     f = event.facts
     asked = RecoveryAsked(
         ending=f.ending,
@@ -359,32 +340,81 @@ def _steps_pruned(state: RunState, _event: Any, _trusted: bool) -> RunState:
     return replace(state, steps=replace(state.steps, pruned=True))
 
 
-HANDLERS: dict[type, Any] = {
+Handler = Callable[[RunState, Any, bool], RunState]
+
+HANDLERS: dict[type, Handler] = {
     RunStarted: _run_started,
-    SupervisorResumed: _resumed,
-    AgentStarted: _agent_started,
-    AgentStats: _agent_stats,
-    AgentSession: _agent_session,
-    AgentExited: _agent_exited,
-    GateStarted: _gate_started,
-    GateFinished: _gate_finished,
     CheckpointTaken: _snapshot,
     RollbackDone: _rollback_done,
     DriftDetected: _drift,
-    BisectStarted: _bisect_started,
-    BisectFinished: _bisect_finished,
-    RetryScheduled: _retry,
-    RecoveryAsked: _recovery_needed,
-    RecoveryNeeded: _recovery_facts,
-    RolledBack: _rolled_back,
-    RecoveryChosen: _recovery_chosen,
-    HandoffWritten: _handoff,
-    RunDone: _run_done,
-    RunStopped: _run_stopped,
-    StepKept: _step,
     LedgerRecord: _other,
-    StepsPruned: _steps_pruned,
 }
+"""Each event type's function: those of :mod:`~paella_tui.supervisor.run.state_events` from the
+start, the run loop's added by :func:`_handler` once one of its events comes (issue 17)."""
+
+
+def _run_loop_handlers() -> dict[type, Handler]:
+    """The functions of the run loop's events and the ledger's other records (an event of one
+    of these types exists only once its module is loaded: importing it here costs nothing)."""
+    from paella_tui.supervisor.run.events import (
+        AgentExited,
+        AgentSession,
+        AgentStarted,
+        AgentStats,
+        BisectFinished,
+        BisectStarted,
+        GateFinished,
+        GateStarted,
+        HandoffWritten,
+        RecoveryChosen,
+        RecoveryNeeded,
+        RetryScheduled,
+        RolledBack,
+        RunDone,
+        RunStopped,
+    )
+    from paella_tui.supervisor.run.ledger_events import (
+        RecoveryAsked,
+        StepKept,
+        StepsPruned,
+        SupervisorResumed,
+    )
+
+    return {
+        SupervisorResumed: _resumed,
+        AgentStarted: _agent_started,
+        AgentStats: _agent_stats,
+        AgentSession: _agent_session,
+        AgentExited: _agent_exited,
+        GateStarted: _gate_started,
+        GateFinished: _gate_finished,
+        BisectStarted: _bisect_started,
+        BisectFinished: _bisect_finished,
+        RetryScheduled: _retry,
+        RecoveryAsked: _recovery_needed,
+        RecoveryNeeded: _recovery_facts,
+        RolledBack: _rolled_back,
+        RecoveryChosen: _recovery_chosen,
+        HandoffWritten: _handoff,
+        RunDone: _run_done,
+        RunStopped: _run_stopped,
+        StepKept: _step,
+        StepsPruned: _steps_pruned,
+    }
+
+
+_all_handlers = False
+
+
+def _handler(cls: type) -> Handler | None:
+    """The function of events of type ``cls`` (None: the event changes no state)."""
+    global _all_handlers
+    handler = HANDLERS.get(cls)
+    if handler is None and not _all_handlers:
+        HANDLERS.update(_run_loop_handlers())
+        _all_handlers = True
+        handler = HANDLERS.get(cls)
+    return handler
 
 
 def apply(state: RunState, event: Event, *, trusted: bool = True) -> RunState:
@@ -393,7 +423,7 @@ def apply(state: RunState, event: Event, *, trusted: bool = True) -> RunState:
     state = replace(state, folded=state.folded + 1)
     if not trusted and not state.chain_broken:
         state = replace(state, chain_broken=True)
-    handler = HANDLERS.get(type(event))
+    handler = _handler(type(event))
     return handler(state, event, trusted) if handler is not None else state
 
 

@@ -30,7 +30,7 @@ from paella_tui.supervisor.run.ledger import (
     line_hash,
     parse,
 )
-from paella_tui.supervisor.run.ledger_events import event_of
+from paella_tui.supervisor.run.record_events import event_of
 from paella_tui.supervisor.run.state import ContractSpec, RunState, initial
 from paella_tui.supervisor.run.state_handlers import apply
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord
