@@ -105,14 +105,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv, words)
     # A checkpoint's snapshot lists the work tree while the engine is imported: its two git
     # listings start now, and the snapshot takes their answer only if nothing they depend on
-    # changed meanwhile (store/scan_listing.py).
-    from paella_tui.supervisor.store import scan_listing
+    # changed meanwhile (store/scan_listing.py); so do the questions the workspace and the
+    # snapshotter ask git first (store/early_reads.py).
+    from paella_tui.supervisor.store import early_reads, scan_listing
 
-    scan_listing.start_early()
+    root = scan_listing.start_early()
+    early_reads.start(Path.cwd(), root)
     try:
         return _main(argv, words)
     finally:
         scan_listing.discard_early()
+        early_reads.discard()
 
 
 def _main(argv: Sequence[str] | None, words: list[str]) -> int:

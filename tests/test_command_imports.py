@@ -80,6 +80,9 @@ CORE = {
     # a full scan's two listings side by side (and, for `checkpoint`, started before the
     # imports: the early scan)
     "paella_tui.supervisor.store.scan_listing",
+    # the workspace's and the snapshotter's first questions to git, answered early when nothing
+    # they depend on changed (for `checkpoint`, started before the imports)
+    "paella_tui.supervisor.store.early_reads",
     "paella_tui.supervisor.agent.usage",
     "paella_tui.supervisor.base.counts",
     "paella_tui.supervisor.store.workspace",

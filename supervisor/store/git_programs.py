@@ -187,8 +187,9 @@ class ConfigWatch:
         self.reads = 0
         """How many times the configuration was read with git (a test counts them)."""
 
-    def _key(self) -> tuple[object, ...]:
-        """Every file git reads its configuration from here, and what each holds now."""
+    def key(self) -> tuple[object, ...]:
+        """Every file git reads its configuration from here, and what each holds now (with the
+        git dirs as found on disk): equal keys, the same configuration."""
         dirs = git_dirs(self.root)
         files = _global_files()
         if dirs is not None:
@@ -201,7 +202,7 @@ class ConfigWatch:
         """Read the configuration again if any file it comes from changed since last time."""
         with self._lock:
             for _ in range(_MAX_ROUNDS):
-                key = self._key()
+                key = self.key()
                 if key == self._seen:
                     return
                 includes = self._read(program, env)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import WorkspaceError
+from paella_tui.supervisor.store import early_reads
+from paella_tui.supervisor.store.early_reads import WORKSPACE_ARGS
 from paella_tui.supervisor.store.gitcli import Git
 
 STATE_DIR_ENV = "PAELLA_STATE_DIR"
@@ -67,17 +69,9 @@ class Workspace:
         start = (start or Path.cwd()).resolve()
         if not start.exists():
             raise WorkspaceError(f"{start} does not exist")
-        proc = Git(start).run(
-            [
-                "rev-parse",
-                "--path-format=absolute",
-                "--show-toplevel",
-                "--git-dir",
-                "--git-common-dir",
-                "--is-bare-repository",
-            ],
-            check=False,
-        )
+        git = Git(start)
+        # Asked already while `paella checkpoint` imported (early_reads checks it still holds).
+        proc = early_reads.take(git, WORKSPACE_ARGS) or git.run(WORKSPACE_ARGS, check=False)
         if proc.returncode != 0:
             raise WorkspaceError(
                 f"not a git repository: {start}",

@@ -1,0 +1,120 @@
+"""Read-only git questions a command asks first, started before its imports (issue 17).
+
+``paella checkpoint`` asks git where the workspace is (``rev-parse``: :meth:`Workspace.find`)
+and which exclude and attributes files the configuration names (``config``: the snapshotter),
+one after the other, after ~100 ms of imports. :func:`start` runs them during the imports,
+beside the early scan (:mod:`~paella_tui.supervisor.store.scan_listing`), and :func:`take`
+gives an answer to the code that asks only when nothing it depends on can have changed:
+
+- the same command line as would run now (gitcli's options, the filter drivers turned off as the
+  configuration names them at this moment), folder and environment;
+- the same configuration: every file git reads it from (the repository's, the worktree's, the
+  global and system files, each include) holds the same bytes, the git dirs are found where they
+  were, and HEAD is the same (``git_programs.ConfigWatch``'s key). That is everything either
+  answer is made of: ``rev-parse`` reads the ``.git`` layout and ``core.bare``/``core.worktree``,
+  ``config`` the files themselves.
+
+Anything else, and the answer is dropped and git asked again; each answer is used at most once.
+Both are read-only (``GIT_OPTIONAL_LOCKS=0``, no write of any kind), so one left running by a
+killed paella changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from paella_tui.supervisor.store.git_programs import config_watch
+from paella_tui.supervisor.store.gitcli import Git
+
+WORKSPACE_ARGS = (
+    "rev-parse",
+    "--path-format=absolute",
+    "--show-toplevel",
+    "--git-dir",
+    "--git-common-dir",
+    "--is-bare-repository",
+)
+"""What :meth:`~paella_tui.supervisor.store.workspace.Workspace.find` asks."""
+CONFIG_ARGS = ("config", "-z", "--get-regexp", r"^core\.(excludesfile|attributesfile)$")
+"""What a :class:`~paella_tui.supervisor.store.snapshot.Snapshotter` asks of the configuration."""
+
+
+class _Read:
+    """One question running: its command line, folder, environment and configuration then."""
+
+    def __init__(self, git: Git, args: Sequence[str]) -> None:
+        self.root = git.root
+        self.env = git.env
+        self.config = config_watch(git.root).key()
+        self.argv = git.command(args)
+        self.proc = subprocess.Popen(
+            self.argv,
+            cwd=git.root,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def matches(self, git: Git, args: Sequence[str]) -> bool:
+        """Whether ``git args`` would be this very command now, over the same configuration."""
+        return (
+            self.root == git.root
+            and self.env == git.env
+            and self.argv == git.command(args)
+            and self.config == config_watch(git.root).key()
+        )
+
+    def answer(self) -> subprocess.CompletedProcess[bytes]:
+        """The finished process, as ``Git.run(..., check=False)`` returns it."""
+        out, err = self.proc.communicate()
+        return subprocess.CompletedProcess(self.argv, self.proc.returncode, out, err)
+
+    def cancel(self) -> None:
+        """Stop it if it still runs, and reap it."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.communicate()
+
+
+_reads: dict[tuple[str, ...], _Read] = {}
+taken = 0
+"""How many answers this process took from an early read (for tests and benchmarks)."""
+
+
+def start(folder: Path, root: Path | None) -> None:
+    """Ask where the workspace at ``folder`` is and, with the work tree's ``root`` (as the last
+    snapshot recorded it), its exclude and attributes files (best effort: nothing on any doubt)."""
+    discard()
+    with contextlib.suppress(OSError, ValueError):
+        _reads[WORKSPACE_ARGS] = _Read(Git(folder.resolve()), WORKSPACE_ARGS)
+        if root is not None:
+            _reads[CONFIG_ARGS] = _Read(Git(root), CONFIG_ARGS)
+
+
+def take(git: Git, args: Sequence[str]) -> subprocess.CompletedProcess[bytes] | None:
+    """The early answer to ``git args`` when it is what asking now would answer; else None (the
+    caller asks git, and the early read is gone)."""
+    global taken
+    read = _reads.pop(tuple(args), None)
+    if read is None:
+        return None
+    if not read.matches(git, args):
+        read.cancel()
+        return None
+    answer = read.answer()
+    if read.config != config_watch(git.root).key():  # changed while it read
+        return None
+    taken += 1
+    return answer
+
+
+def discard() -> None:
+    """Stop the early reads nobody took (the command ended first, or took another way)."""
+    while _reads:
+        _reads.popitem()[1].cancel()
