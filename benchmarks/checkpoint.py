@@ -1046,6 +1046,7 @@ def report(
     else:
         lines.append("All SPEC 13 checkpoint and rollback targets are met.")
     lines += cpu_lines(bench)
+    lines += pair_lines(bench)
     return lines, missed
 
 
@@ -1074,6 +1075,23 @@ def cpu_lines(bench: Bench) -> list[str]:
             lines.append(
                 f"\n(for information) {key}, issue 17's bound in CPU time: {cli / floor:.2f} × "
                 f"({ms(cli)} vs {ms(floor)} for the raw plumbing and a bare Python start)"
+            )
+    return lines
+
+
+def pair_lines(bench: Bench) -> list[str]:
+    """With ``--before``: this CLI checkpoint over the other checkout's, round by round (the
+    two ran one after the other in each round, so each pair met the same load)."""
+    key = "paella checkpoint (CLI subprocess)"
+    lines = []
+    for what, samples in (("wall", bench.samples), ("CPU", bench.cpu)):
+        pairs = zip(samples.get(key, []), samples.get(BEFORE_KEY, []), strict=False)
+        ratios = [a / b for a, b in pairs if b]
+        if ratios:
+            lines.append(
+                f"\n(for information) CLI checkpoint / --before, pair by pair in {what} time: "
+                f"median {median(ratios):.3f} × (from {min(ratios):.3f} × to {max(ratios):.3f} ×, "
+                f"{len(ratios)} rounds)"
             )
     return lines
 

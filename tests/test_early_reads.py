@@ -144,10 +144,22 @@ def test_each_answer_is_used_once_and_nothing_is_left_running(
     assert early_reads._reads == {}
 
 
-def test_no_root_asks_only_where_the_workspace_is(tmp_path: Path) -> None:
+@pytest.mark.parametrize("root", [None, "elsewhere", "subfolder"])
+def test_no_root_that_holds_the_folder_asks_only_where_the_workspace_is(
+    root: str | None, tmp_path: Path, git: GitRunner
+) -> None:
     """Without a snapshot's memo (the first checkpoint, or a memo not understood) the work
-    tree's root is not known: only the workspace's question starts, from the current folder."""
-    early_reads.start(tmp_path, None)
+    tree's root is not known, and a memo's root that does not hold the current folder (the
+    agent can write the memo) is not this work tree's: only the workspace's question starts,
+    from the current folder."""
+    folder = make_repo(tmp_path / "repo", git)
+    (folder / "sub").mkdir()
+    named = {
+        None: None,
+        "elsewhere": make_repo(tmp_path / "other", git),
+        "subfolder": folder / "sub",
+    }
+    early_reads.start(folder, named[root])
     try:
         assert set(early_reads._reads) == {WORKSPACE_ARGS}
     finally:

@@ -92,8 +92,11 @@ def start(folder: Path, root: Path | None) -> None:
     snapshot recorded it), its exclude and attributes files (best effort: nothing on any doubt)."""
     discard()
     with contextlib.suppress(OSError, ValueError):
-        _reads[WORKSPACE_ARGS] = _Read(Git(folder.resolve()), WORKSPACE_ARGS)
-        if root is not None:
+        folder = folder.resolve()
+        _reads[WORKSPACE_ARGS] = _Read(Git(folder), WORKSPACE_ARGS)
+        # The memo lies in the git dir, where the agent writes: a root that does not hold the
+        # current folder is not this work tree's, and nothing is asked there.
+        if root is not None and folder.is_relative_to(root):
             _reads[CONFIG_ARGS] = _Read(Git(root), CONFIG_ARGS)
 
 
