@@ -621,7 +621,9 @@ def run_rounds(bench: Bench, repeat: int) -> None:
     log("warm-up round (untimed: seeds paella's private index, warms the page cache)")
     for measure in MEASURES:
         measure(bench)
+    # Both: the warm-up's CPU (its first checkpoint seeds the private index) was kept before.
     bench.samples.clear()
+    bench.cpu.clear()
     for r in range(repeat):
         shift = r % len(MEASURES)
         for measure in (*MEASURES[shift:], *MEASURES[:shift]):
