@@ -86,6 +86,8 @@ CORE = {
     "paella_tui.supervisor.agent.usage",
     "paella_tui.supervisor.base.counts",
     "paella_tui.supervisor.store.workspace",
+    # the kept state's seal, outside the work tree (a forged state.json is folded again)
+    "paella_tui.supervisor.base.state_seal",
 }
 # The run loop's events: loaded by a fold that meets one of their records (the test's runs have
 # none), by a command that shows events (``log``), or that works with them.
@@ -116,8 +118,8 @@ STATUS = CORE | {
     "paella_tui.commands.tmux_line",
     "paella_tui.schemas",
 }
-# A status bar's line comes from the run's kept state (``tmux_line``), /proc and the count
-# format: no engine module (the fixture's `paella status` kept the state with its contract), and
+# A status bar's line comes from the run's kept state (``tmux_line``) checked against its seal,
+# /proc and the count format: no engine module (the fixture's `paella status` kept the state with its contract), and
 # not the argument parser either (argparse: the line answers before any parsing).
 TMUX = {
     "paella_tui",
@@ -126,6 +128,7 @@ TMUX = {
     "paella_tui.commands.tmux_line",
     "paella_tui.supervisor",
     "paella_tui.supervisor.base.counts",
+    "paella_tui.supervisor.base.state_seal",  # the kept state is taken only when sealed
 }
 SNAPSHOTS = CORE | {"paella_tui.commands.snapshot_commands", "paella_tui.schemas"}
 ALLOWED = {

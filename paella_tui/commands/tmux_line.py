@@ -5,7 +5,9 @@ line from the run's kept state (``state.json``, the fold of its ledger) and ``/p
 one git process and no engine module loaded: a status bar calls it every few seconds, so it costs
 about a bare Python start and a ``git rev-parse`` (issue 17). It answers None, and the command
 takes the ordinary way (which folds the new records and keeps the state for the next call), when
-the kept state is missing, unreadable, or older than the ledger by more than :data:`MAX_LAG_S`.
+the kept state is missing, unreadable, not what paella wrote last (its seal,
+:mod:`~paella_tui.supervisor.base.state_seal`), or older than the ledger by more than
+:data:`MAX_LAG_S`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from paella_tui.supervisor.base.counts import compact_count
+from paella_tui.supervisor.base.state_seal import sealed
 
 MAX_LAG_S = 10.0
 """How far the kept state may trail the ledger (a live run keeps it every few seconds)."""
@@ -104,7 +107,10 @@ def _status_from_kept(cwd: Path) -> dict[str, Any] | None:
     kept_path = folder / "state.json"
     ledger = os.stat(folder / "events.jsonl")
     kept_stat = os.stat(kept_path)
-    body = json.loads(kept_path.read_bytes())
+    data = kept_path.read_bytes()
+    if not sealed(kept_path, data):
+        return None  # not what paella wrote last: the ordinary way folds the ledger
+    body = json.loads(data)
     if body.get("format") != KEPT_FORMAT:
         return None
     state = body["state"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from paella_tui.supervisor.base.files import write_atomic
+from paella_tui.supervisor.base.state_seal import sealed, write_seal
 from paella_tui.supervisor.run import state_codec
 from paella_tui.supervisor.run.ledger import (
     GENESIS,
@@ -213,14 +214,15 @@ class StateStore:
             # No fsync: the file is checked against the ledger at every read (the ledger's
             # records are durable), and whatever a crash leaves of it is caught up or rebuilt.
             write_atomic(self.path, data, durable=False)
+            write_seal(self.path, data)
 
     def _read_kept(self) -> Folded | None:
         try:
             data = self.path.read_bytes() if self.path.is_file() else None
         except OSError:
             return None
-        if data is None:
-            return None
+        if data is None or not sealed(self.path, data):
+            return None  # not what paella wrote last (or no seal): fold the ledger again
         try:
             return self._decode(json.loads(data))
         except (ValueError, TypeError, KeyError, RecursionError):

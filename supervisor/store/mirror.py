@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from paella_tui.supervisor.base.errors import GitError
+from paella_tui.supervisor.base.state_seal import state_home
 from paella_tui.supervisor.store.mirror_ledger import (
     CONTRACT_NAME,
     PART_NAME,
@@ -60,13 +61,15 @@ _RACES = 5
 _TIPS: dict[tuple[str, str], StateCopy] = {}
 """The newest state commit this process read or wrote, per mirror and run."""
 
-__all__ = ["CONTRACT_NAME", "LEDGER_NAME", "MIRROR_ENV", "STATE_REF", "Mirror", "StateCopy"]
-
-
-def state_home() -> Path:
-    """``$XDG_STATE_HOME`` (an absolute path), else ``~/.local/state``."""
-    value = os.environ.get("XDG_STATE_HOME", "")
-    return Path(value) if os.path.isabs(value) else Path.home() / ".local" / "state"
+__all__ = [
+    "CONTRACT_NAME",
+    "LEDGER_NAME",
+    "MIRROR_ENV",
+    "STATE_REF",
+    "Mirror",
+    "StateCopy",
+    "state_home",
+]
 
 
 def repository_key(workspace: Workspace) -> str:

@@ -1,0 +1,54 @@
+"""The seal of a run's kept state: its sha256, kept where the agent's work tree is not.
+
+``state.json`` (the fold of a run's ledger) lives beside the ledger in ``.git/paella``, which the
+agent can write. Checking it against the ledger's position (offset, records, the chain hash of
+the last line folded) catches a stale or cut file, not a forged one: a ``state.json`` whose
+gates all say "pass", or with a checkpoint left out, keeps the same position. So every writer
+of the file also writes its sha256 under paella's state home (``$XDG_STATE_HOME/paella/seals``,
+beside the mirrors, outside the run), keyed by the run folder's real path, and a reader takes
+the file only when the two agree; otherwise it folds the ledger again (the truth), and the
+status bar takes the ordinary way. A crash between the two writes costs one full fold.
+
+This module loads nothing of the engine: ``paella status --tmux``'s fast line reads it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from pathlib import Path
+
+SEALS = "seals"
+"""The folder of seals in ``<state home>/paella``."""
+
+
+def state_home() -> Path:
+    """``$XDG_STATE_HOME`` (an absolute path), else ``~/.local/state``."""
+    value = os.environ.get("XDG_STATE_HOME", "")
+    return Path(value) if os.path.isabs(value) else Path.home() / ".local" / "state"
+
+
+def seal_path(kept: Path) -> Path:
+    """Where the seal of the kept state file ``kept`` lives."""
+    where = os.path.realpath(kept.parent).encode(errors="surrogateescape")
+    return state_home() / "paella" / SEALS / hashlib.sha256(where).hexdigest()[:32]
+
+
+def write_seal(kept: Path, data: bytes) -> None:
+    """Record ``data`` (what was just written to ``kept``) as the kept state (best effort)."""
+    # Imported here: the status bar's line only reads seals, and loads no more than it must.
+    from paella_tui.supervisor.base.files import write_atomic
+
+    # Without a seal the next reader folds the ledger again: nothing is lost but time.
+    with contextlib.suppress(OSError):
+        write_atomic(seal_path(kept), hashlib.sha256(data).hexdigest().encode(), durable=False)
+
+
+def sealed(kept: Path, data: bytes) -> bool:
+    """``data`` (read from ``kept``) is what paella last wrote there."""
+    try:
+        recorded = seal_path(kept).read_bytes()
+    except OSError:
+        return False
+    return recorded == hashlib.sha256(data).hexdigest().encode()
