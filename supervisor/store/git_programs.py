@@ -84,7 +84,20 @@ FALSE_ENV = "PAELLA_GIT_FALSE"
 GUARD_ENV = {EMPTY_ENV: "", FALSE_ENV: "false"}
 """What the environment of a guarded git command must hold."""
 
-_REGEX = r"^(filter\..+\.(clean|smudge|process)|include\.path|includeif\..+\.path|attr\.tree)$"
+SETTINGS = (
+    "core.excludesfile",
+    "core.attributesfile",
+    "core.autocrlf",
+    "core.splitindex",
+    "core.sparsecheckout",
+    "index.sparse",
+)
+"""Settings the snapshot reads (exclude and attributes files, whether the user's index can be
+copied, ``core.autocrlf``): read in the same process as the filter drivers (:meth:`ConfigWatch.settings`)."""
+_REGEX = (
+    r"^(filter\..+\.(clean|smudge|process)|include\.path|includeif\..+\.path|attr\.tree"
+    r"|core\.(excludesfile|attributesfile|autocrlf|splitindex|sparsecheckout)|index\.sparse)$"
+)
 _GLOBAL_OPTIONS_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
 _MAX_ROUNDS = 4
 
@@ -184,6 +197,7 @@ class ConfigWatch:
         """Names of the filter drivers that have a clean, smudge or process command."""
         self.attr_tree = False
         """``attr.tree`` is set: on git 2.42 and later attributes may come from a tree."""
+        self._settings = b""
         self.reads = 0
         """How many times the configuration was read with git (a test counts them)."""
 
@@ -226,6 +240,7 @@ class ConfigWatch:
         names: set[str] = set(self.filters) if proc.returncode not in (0, 1) else set()
         includes: list[Path] = []
         attr_tree = False
+        settings: list[bytes] = []
         for origin, entry in zip(items[0::2], items[1::2], strict=False):
             key, _, value = entry.partition(b"\n")
             name = key.decode(errors="surrogateescape")
@@ -233,11 +248,21 @@ class ConfigWatch:
                 names.add(name[len("filter.") : name.rindex(".")])
             elif name == "attr.tree":
                 attr_tree = True
+            elif name in SETTINGS:
+                settings.append(entry + b"\0")
             elif value:
                 includes.append(self._include(origin, value))
         self.filters = tuple(sorted(names))
         self.attr_tree = attr_tree or (self.attr_tree and proc.returncode not in (0, 1))
+        if proc.returncode in (0, 1):  # else git could not read it: the last answer stands
+            self._settings = b"".join(settings)
         return tuple(dict.fromkeys(includes))
+
+    def settings(self) -> bytes:
+        """The :data:`SETTINGS` as configured, as ``git config -z --get-regexp`` prints them
+        (``key\\nvalue\\0``, in git's order: the last of a key wins), current as of the last
+        :meth:`refresh`."""
+        return self._settings
 
     def _include(self, origin: bytes, value: bytes) -> Path:
         """The file an include names, as git resolves it (relative to the including file)."""
@@ -268,6 +293,14 @@ def config_watch(root: Path) -> ConfigWatch:
         if watch is None:
             watch = _WATCHES[root] = ConfigWatch(root)
         return watch
+
+
+def config_settings(root: Path, program: str, env: Mapping[str, str]) -> bytes:
+    """The :data:`SETTINGS` of the configuration git would read now in ``root`` (no git
+    process when no file it reads them from changed since the last command)."""
+    watch = config_watch(root)
+    watch.refresh(program, env)
+    return watch.settings()
 
 
 def filter_options(root: Path, program: str, env: Mapping[str, str]) -> list[str]:

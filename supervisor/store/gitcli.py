@@ -60,6 +60,7 @@ from typing import Literal
 from paella_tui.supervisor.base.errors import GitError
 from paella_tui.supervisor.store.git_programs import (
     GUARD_ENV,
+    config_settings,
     filter_options,
     fixed_options,
     guarded_args,
@@ -367,6 +368,11 @@ class Git:
         the configuration names now made no-ops, and no diff or signing program either."""
         filters = filter_options(self.root, self._program, self._env)
         return [self._program, *self._options, *filters, *guarded_args(args)]
+
+    def settings(self) -> bytes:
+        """The configuration's :data:`git_programs.SETTINGS` here, as ``git config -z
+        --get-regexp`` prints them: read with the filter drivers, in no process of its own."""
+        return config_settings(self.root, self._program, self._env)
 
     @property
     def env(self) -> dict[str, str]:

@@ -25,7 +25,8 @@ import zlib
 from pathlib import Path
 
 _OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-_COMPAT = re.compile(rb"compatobjectformat", re.IGNORECASE)
+COMPAT_FORMAT = re.compile(rb"compatobjectformat", re.IGNORECASE)
+"""In a repository's config: objects are written under two hashes (left to git)."""
 LOOSE_COMPRESSION = 1
 """git's ``core.looseCompression`` default (best speed)."""
 
@@ -40,15 +41,6 @@ def object_id(kind: str, data: bytes, hash_algo: str) -> str:
     digest = hashlib.new(hash_algo, f"{kind} {len(data)}\0".encode())
     digest.update(data)
     return digest.hexdigest()
-
-
-def plain_format(git_dir: Path) -> bool:
-    """Whether objects of this repository are written once, under one hash (no
-    ``extensions.compatObjectFormat``); False when its config cannot be read."""
-    try:
-        return _COMPAT.search((git_dir / "config").read_bytes()) is None
-    except OSError:
-        return False
 
 
 def read_loose(objects: Path, oid: str) -> tuple[str, bytes] | None:

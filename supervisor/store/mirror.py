@@ -275,6 +275,10 @@ class Mirror:
                 # The usual case, and no git process: the tip as its files hold it.
                 copy = _TIPS[(self.url, run_id)] = StateCopy.parse(*loose)
                 return copy
+            if store is not None and store.lacks_ref(ref):
+                # A run's first save: no state yet, as the ref files say (no git process).
+                _TIPS.pop((self.url, run_id), None)
+                return None
         try:
             found = self._objects([ref])
         except (OSError, GitError):

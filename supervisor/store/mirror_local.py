@@ -18,8 +18,10 @@ The run's ledger and contract go in as objects first, then the state ref moves b
 compare-and-swap from the commit the save chained onto (a save that raced another one is refused
 and retried). Onto a tip, paella writes the blob, tree and commit as loose objects itself
 (:func:`mirror_ledger.state_commit_loose`: the objects ``hash-object``, ``mktree`` and
-``commit-tree`` would write, byte for byte), so a save is one ``update-ref``; the first save of a
-run (no tip to take the hash from) and a repository with two object formats use git's
+``commit-tree`` would write, byte for byte), so a save is one ``update-ref``. A run's first save
+takes the hash from the mirror's config (none named: sha1) and learns that the state ref does not
+exist yet from the ref files (:meth:`LocalMirror.lacks_ref`): one ``update-ref`` too. A mirror
+whose config names an object format on a first save, and one with two object formats, use git's
 plumbing. ``fast-import`` would write them in one process but took five times as long (it writes
 a pack and then loosens it). A checkpoint's copy skips the history walk when HEAD has not moved
 since the newest mirrored snapshot (its result is then empty: read from the loose commits).
@@ -49,9 +51,9 @@ from paella_tui.supervisor.base.errors import GitError
 from paella_tui.supervisor.store.git_programs import fixed_options, guarded_args
 from paella_tui.supervisor.store.gitcli import PAELLA_IDENTITY, SCRUBBED_ENV, git_program
 from paella_tui.supervisor.store.loose_objects import (
+    COMPAT_FORMAT,
     commit_parents,
     hash_name,
-    plain_format,
     read_loose,
 )
 from paella_tui.supervisor.store.mirror_ledger import (
@@ -79,6 +81,8 @@ _NEGATIVES = 8
 """At most this many of the mirror's refs bound what is packed (more only slow the walk)."""
 _NUMBERED = re.compile(r"^(.*)/(\d+)$")
 _OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+_OBJECT_FORMAT = re.compile(rb"objectformat", re.IGNORECASE)
+"""A mirror whose config names any object format leaves a run's first save to git."""
 KILL_AT_ENV = "PAELLA_TEST_KILL_AT"
 """A test names a step here to have paella SIGKILL itself there (as rollback's steps)."""
 
@@ -312,13 +316,11 @@ class LocalMirror:
     def write_state(self, ref: str, run_id: str, tip: StateCopy | None, part: NewPart) -> StateCopy:
         """Add ``part`` as the next state commit on ``ref``, moved only from ``tip`` (an exact
         compare-and-swap), and return it; :class:`StateRaced` when another save moved it first."""
-        if self._loose_ok(tip):
-            assert tip is not None
+        hash_algo = self._loose_hash(tip)
+        if hash_algo is not None:
             # No git process for the objects: the blob, tree and commit state_commit's four
             # processes would write, byte for byte (tests/test_mirror_folds.py).
-            copy = state_commit_loose(
-                self.path / "objects", hash_name(tip.commit), run_id, tip, part
-            )
+            copy = state_commit_loose(self.path / "objects", hash_algo, run_id, tip, part)
         else:
             copy = state_commit(
                 lambda args, data: self.out(args, data, env=PAELLA_IDENTITY), run_id, tip, part
@@ -342,15 +344,43 @@ class LocalMirror:
         """Run git in the mirror; its stdout as text, without the trailing newline."""
         return self.git(args, input=input, env=env).decode(errors="surrogateescape").rstrip("\n")
 
-    def _loose_ok(self, tip: StateCopy | None) -> bool:
-        """Whether a state commit may be written here as loose objects by paella itself: the
-        tip's id says the hash, the mirror writes objects under one hash, and no date was set
-        for git in the environment (commit-tree would take it; the git path does then)."""
-        return (
-            tip is not None
-            and not any(os.environ.get(k) for k in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"))
-            and plain_format(self.path)
-        )
+    def _loose_hash(self, tip: StateCopy | None) -> str | None:
+        """The hash a state commit after ``tip`` is written under as loose objects by paella
+        itself, or None to leave it to git: the tip's id says it (a run's first save: the
+        mirror's config names no object format, so sha1), the mirror writes objects under one
+        hash, and no date was set for git in the environment (commit-tree would take it)."""
+        if any(os.environ.get(k) for k in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE")):
+            return None
+        try:
+            config = (self.path / "config").read_bytes()
+        except OSError:
+            return None
+        if COMPAT_FORMAT.search(config) is not None:
+            return None  # objects written twice, under two hashes: git's job
+        if tip is not None:
+            return hash_name(tip.commit)
+        return None if _OBJECT_FORMAT.search(config) else "sha1"
+
+    def lacks_ref(self, ref: str) -> bool:
+        """Whether the mirror surely holds no ``ref``, read from its files as git reads them
+        (no loose ref file, none in ``packed-refs``, no reftable): a run's first save then
+        needs no git process to learn it. False when in doubt."""
+        if (self.path / "reftable").exists():
+            return False
+        try:
+            os.lstat(self.path / ref)
+            return False
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+        try:
+            packed = (self.path / "packed-refs").read_bytes()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return b" " + ref.encode(errors="surrogateescape") + b"\n" not in packed
 
     def clear_stale_locks(self, refs: list[str]) -> None:
         """Remove the lock files of ``refs`` that killed saves left (older than

@@ -32,18 +32,40 @@ def seed(index_file: Path, workspace: Workspace, git: Git, raw: RawBlobs) -> Non
         return
     ensure_dir(index_file.parent)
     real_index = workspace.git_dir / "index"
-    if real_index.exists() and _plain_user_index(workspace):
+    # The configuration as git reads it now (no process of its own: git_programs.ConfigWatch).
+    settings = workspace.git.settings()
+    if real_index.exists() and _plain_user_index(settings):
         # A copy is a plain read: git replaces the index by rename, never in place.
         tmp = index_file.with_name(index_file.name + ".seed")
         copy_keeping_mtime(real_index, tmp)
         os.replace(tmp, index_file)
-        if git.run(["ls-files", "--stage"], check=False).returncode == 0:
-            _clear_hiding_bits(git)
-            raw.keep_raw_bytes(raw.maybe_converted(workspace.git))
+        # One listing proves the copy readable, names its hiding bits and its paths.
+        listing = git.run(["ls-files", "-v", "-z"], check=False)
+        if listing.returncode == 0:
+            paths = _clear_hiding_bits(git, listing.stdout)
+            autocrlf = config_values(settings, "core.autocrlf")
+            everything = bool(autocrlf) and _is_true(autocrlf[-1], also=(b"input",))
+            raw.keep_raw_bytes(paths if everything else raw.converting(paths))
             return
         index_file.unlink()
     if git.rev_parse("HEAD^{tree}"):
         git.run(["read-tree", "HEAD"])
+
+
+def config_values(settings: bytes, key: str) -> list[bytes | None]:
+    """The values of ``key`` in ``git config -z --get-regexp`` output, in order (None: the key
+    stands alone, which git reads as true)."""
+    values: list[bytes | None] = []
+    for item in settings.split(b"\0"):
+        name, newline, value = item.partition(b"\n")
+        if name.decode(errors="replace").lower() == key:
+            values.append(value if newline else None)
+    return values
+
+
+def _is_true(value: bytes | None, *, also: tuple[bytes, ...] = ()) -> bool:
+    """Whether git reads this config value as true (or as one of ``also``)."""
+    return value is None or value.strip().lower() in (b"true", b"yes", b"on", b"1", *also)
 
 
 def copy_keeping_mtime(source: Path, copy: Path) -> None:
@@ -64,24 +86,24 @@ def copy_keeping_mtime(source: Path, copy: Path) -> None:
     os.utime(copy, ns=(times.st_atime_ns, times.st_mtime_ns))
 
 
-def _plain_user_index(workspace: Workspace) -> bool:
+def _plain_user_index(settings: bytes) -> bool:
     """The user's index can be copied as a seed: no split index, no sparse checkout."""
-    values = workspace.git.run(
-        ["config", "--get-regexp", r"^(core\.splitindex|core\.sparsecheckout|index\.sparse)$"],
-        check=False,
-    ).stdout.decode(errors="replace")
-    return " true" not in values.lower()
+    keys = ("core.splitindex", "core.sparsecheckout", "index.sparse")
+    return not any(_is_true(value) for key in keys for value in config_values(settings, key))
 
 
-def _clear_hiding_bits(git: Git) -> None:
-    """Drop skip-worktree and assume-unchanged bits the copied index carries: with them git
-    would report a changed or missing file as unchanged."""
+def _clear_hiding_bits(git: Git, listing: bytes) -> list[str]:
+    """Drop skip-worktree and assume-unchanged bits the copied index carries (with them git
+    would report a changed or missing file as unchanged), from its ``ls-files -v -z``
+    ``listing``; the index's paths."""
+    paths: list[str] = []
     skip: list[str] = []
     assume: list[str] = []
-    for item in git.run(["ls-files", "-v", "-z"]).stdout.split(b"\0"):
+    for item in listing.split(b"\0"):
         if len(item) < 3:
             continue
         tag, path = item[:1], item[2:].decode(errors="surrogateescape")
+        paths.append(path)
         if tag in (b"S", b"s"):
             skip.append(path)
         if tag.islower():
@@ -93,6 +115,7 @@ def _clear_hiding_bits(git: Git) -> None:
             ["update-index", "--no-assume-unchanged", "-z", "--stdin"],
             input=encode_paths_z(assume),
         )
+    return list(dict.fromkeys(paths))
 
 
 def exclude_files(workspace: Workspace, config: bytes) -> list[Path]:

@@ -66,15 +66,6 @@ class RawBlobs:
         digest.update(data)
         return digest.hexdigest()
 
-    def maybe_converted(self, user_git: Git) -> list[str]:
-        """Paths of the private index whose entry may hold git's converted bytes rather than the
-        raw ones (``core.autocrlf``, or a text/eol/ident/filter attribute)."""
-        paths = self.git.lines_z(["ls-files", "-z"])
-        autocrlf = user_git.out(["config", "--get", "core.autocrlf"], check=False)
-        if autocrlf.strip().lower() in ("true", "input"):
-            return paths
-        return self.converting(paths)
-
     def converting(self, paths: list[str]) -> list[str]:
         """Those of ``paths`` that the private index's git may convert when it hashes them.
 
