@@ -1,0 +1,205 @@
+"""Which git processes an operation runs, where the number is behaviour (issue 14 item 7, 17).
+
+The set of commands is asserted, never a time. Each test also checks that the answer is what
+the longer way gave: the snapshot is the work tree byte for byte, the mirror's state reads back.
+
+- A seed of the private index (a snapshot's first, or the first after a rollback) reads the
+  user's index once (``ls-files -v``: readable, hiding bits, paths) and asks ``check-attr``
+  about converting attributes; its configuration (split index, sparse checkout,
+  ``core.autocrlf``) comes with the filter drivers' read (``git_programs.ConfigWatch``), in no
+  process of its own, and a ``Snapshotter`` reads none either. A matrix of user indexes and
+  settings: each gives the work tree's exact bytes.
+- A run's first save to the local mirror writes the state commit as loose objects and learns
+  from the ref files that there is no state yet: one ``update-ref``, no ``cat-file``,
+  ``hash-object``, ``mktree`` or ``commit-tree``; the commit is the one git would write.
+- A configuration changed mid-run is seen by the next snapshot's read of it (the answer is
+  keyed on the files git reads, not kept).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import GitRunner, TreeState, capture_tree
+
+from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store.mirror import STATE_REF, Mirror
+from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.workspace import Workspace
+
+_OPTIONS_WITH_VALUE = frozenset({"-c", "-C", "--git-dir", "--work-tree", "--namespace"})
+
+
+def _subcommand(argv: list[str]) -> str | None:
+    """The git subcommand ``argv`` runs (through setpriv and sh too), or None if not git."""
+    for i, item in enumerate(argv):
+        if os.path.basename(item) == "git":
+            rest = argv[i + 1 :]
+            j = 0
+            while j < len(rest) and rest[j].startswith("-"):
+                j += 2 if rest[j] in _OPTIONS_WITH_VALUE else 1
+            words = rest[j : j + 2]
+            return " ".join(words) if words[:1] == ["config"] else (words[0] if words else "")
+    return None
+
+
+class Started(list[str]):
+    """The git subcommands started while recording (``config`` with its first option)."""
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[Started]:
+    """Records every git process this process starts (``subprocess.Popen``, which
+    ``subprocess.run`` and paella's ``Git`` use)."""
+    seen = Started()
+    original = subprocess.Popen
+
+    class Recording(original):  # type: ignore[misc,valid-type]
+        def __init__(self, args: list[str], *rest: object, **kwargs: object) -> None:
+            command = _subcommand([os.fsdecode(a) for a in args])
+            if command is not None:
+                seen.append(command)
+            super().__init__(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Recording)
+    yield seen
+
+
+def _snapshot_state(git: GitRunner, repo: Path, tree: str) -> TreeState:
+    """A snapshot tree as ``capture_tree`` describes a work tree."""
+    state = TreeState()
+    for path, (mode, content) in git.tree(repo, tree).items():
+        if mode == "120000":
+            state[path] = ("link", os.fsdecode(content))  # type: ignore[arg-type]
+        else:
+            state[path] = ("file", content, mode == "100755")
+    return state
+
+
+def _user_index(kind: str, repo: Path, git: GitRunner) -> None:
+    """Set up the user's index (and configuration) a seed copies from."""
+    if kind == "skip-worktree":
+        git(repo, "update-index", "--skip-worktree", "a.txt")
+    elif kind == "assume-unchanged":
+        git(repo, "update-index", "--assume-unchanged", "a.txt")
+    elif kind == "split-index":
+        git(repo, "config", "core.splitIndex", "yes")
+        git(repo, "update-index", "--split-index")
+    elif kind == "sparse-bare-key":
+        with open(repo / ".git" / "config", "a") as config:
+            config.write("[core]\n\tsparseCheckout\n")
+    elif kind.startswith("autocrlf-"):
+        value = kind.removeprefix("autocrlf-")
+        if value == "bare-key":
+            with open(repo / ".git" / "config", "a") as config:
+                config.write("[core]\n\tautocrlf\n")
+        else:
+            git(repo, "config", "core.autocrlf", value)
+
+
+# What each seed runs before the full scan. Before (round 8): ``config --get-regexp`` (split
+# index, sparse checkout), ``ls-files --stage`` (the copy readable), ``ls-files -v`` (hiding
+# bits), ``ls-files -z`` (paths), ``config --get core.autocrlf``, then ``check-attr``.
+_UNHIDE = ["ls-files", "update-index", "check-attr"]
+_EVERY_PATH = ["ls-files", "ls-files", "fast-import", "update-index"]  # stored ids, raw blobs
+SEEDS = {
+    "plain": ["ls-files", "check-attr"],
+    "skip-worktree": _UNHIDE,
+    "assume-unchanged": _UNHIDE,
+    # Not a plain index (a bare key is true to git): HEAD's tree, not a copy.
+    "split-index": ["rev-parse", "read-tree"],
+    "sparse-bare-key": ["rev-parse", "read-tree"],
+    # Every entry may hold converted bytes: each is compared with the disk, none asked about.
+    "autocrlf-true": _EVERY_PATH,
+    "autocrlf-input": _EVERY_PATH,
+    "autocrlf-bare-key": _EVERY_PATH,
+}
+
+
+@pytest.mark.parametrize("kind", SEEDS)
+def test_a_seed_reads_the_user_index_once_and_keeps_the_bytes_on_disk(
+    repo: Path, git: GitRunner, started: Started, kind: str
+) -> None:
+    (repo / "a.txt").write_bytes(b"one\r\ntwo\r\n")
+    (repo / "b.txt").write_bytes(b"plain\n")
+    git(repo, "add", "a.txt", "b.txt")
+    git(repo, "commit", "-q", "-m", "files")
+    _user_index(kind, repo, git)
+    # Changes the hiding bits would hide, and a CRLF file autocrlf would convert.
+    (repo / "a.txt").write_bytes(b"changed\r\nbytes\r\n")
+    (repo / "c.txt").write_bytes(b"new\r\n")
+    ws = Workspace.find(repo)
+    started.clear()
+    snapper = Snapshotter(ws)
+    assert started == [], "a Snapshotter reads its configuration with the filter drivers"
+    snap = snapper.take_locked()
+    seed = started[: started.index("diff-files")]
+    assert seed == SEEDS[kind]
+    # The full scan after it: its listings, the hashing, the tree; no configuration read.
+    assert started[len(seed) :] == [
+        "diff-files",
+        "ls-files",
+        "update-index",
+        "check-attr",
+        "ls-files",
+        "ls-files",
+        "write-tree",
+    ]
+    assert _snapshot_state(git, repo, snap.tree) == capture_tree(repo)
+
+
+def test_a_new_snapshotter_sees_the_configuration_as_it_is_now(
+    repo: Path, git: GitRunner, tmp_path: Path
+) -> None:
+    ws = Workspace.find(repo)
+    Snapshotter(ws).take_locked()
+    ignore = tmp_path / "ignore-this"
+    ignore.write_text("secret.txt\n")
+    (repo / "secret.txt").write_text("s\n")
+    git(repo, "config", "core.excludesFile", str(ignore))
+    snap = Snapshotter(ws).take_locked()
+    assert "secret.txt" not in git.tree(repo, snap.tree)
+
+
+def test_a_seed_reads_the_configuration_as_it_is_at_the_seed(
+    repo: Path, git: GitRunner, started: Started
+) -> None:
+    """The settings are read when the seed runs, not when the Snapshotter was made: an index
+    made split meanwhile (the agent may) is not copied."""
+    ws = Workspace.find(repo)
+    snapper = Snapshotter(ws)
+    snapper.take_locked()
+    git(repo, "config", "core.splitIndex", "true")
+    git(repo, "update-index", "--split-index")
+    (repo / "new.txt").write_text("n\n")
+    snapper.discard_index()
+    started.clear()
+    snap = snapper.take_locked()
+    assert started[:3] == ["config -z", "rev-parse", "read-tree"]
+    assert _snapshot_state(git, repo, snap.tree) == capture_tree(repo)
+
+
+def test_a_runs_first_mirror_save_is_one_update_ref(
+    repo: Path, git: GitRunner, state_home: Path, started: Started
+) -> None:
+    ws = Workspace.find(repo)
+    mirror = Mirror.for_workspace(ws)
+    assert mirror.ensure() is None
+    started.clear()
+    run = RunStore(ws).create(None, manual=True, reason="a test")
+    assert [c for c in started if c != "rev-parse"] == ["update-ref"]
+    state = mirror.state(run.run_id)
+    assert state is not None and state.ledger_bytes == (run.dir / "events.jsonl").stat().st_size
+    # The loose commit is git's own: fsck takes it, and git reads the ledger back.
+    assert mirror.local is not None
+    fsck = subprocess.run(
+        ["git", "--git-dir", str(mirror.local), "fsck", "--strict"], capture_output=True, text=True
+    )
+    assert fsck.returncode == 0, fsck.stderr
+    assert mirror.read_file(run.run_id, "events.jsonl") == (run.dir / "events.jsonl").read_bytes()
+    ref = f"{STATE_REF}/{run.run_id}"
+    assert git(mirror.local, "rev-parse", ref) == state.commit
