@@ -19,6 +19,7 @@ the longer way gave: the snapshot is the work tree byte for byte, the mirror's s
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ import pytest
 from conftest import GitRunner, TreeState, capture_tree
 
 from paella_tui.supervisor.run.runs import RunStore
-from paella_tui.supervisor.store.mirror import STATE_REF, Mirror
+from paella_tui.supervisor.store.mirror import STATE_REF, Mirror, clone_holds_only_branches
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -203,3 +204,47 @@ def test_a_runs_first_mirror_save_is_one_update_ref(
     assert mirror.read_file(run.run_id, "events.jsonl") == (run.dir / "events.jsonl").read_bytes()
     ref = f"{STATE_REF}/{run.run_id}"
     assert git(mirror.local, "rev-parse", ref) == state.commit
+
+
+def test_a_new_mirror_is_a_clone_and_no_listing_of_its_refs(
+    repo: Path, git: GitRunner, state_home: Path, started: Started
+) -> None:
+    """A bare clone copies branches only: the refs the agent may have made under refs/paella
+    (or remotes, tags) never reach the mirror, and no ``for-each-ref`` is needed to know it."""
+    head = git(repo, "rev-parse", "HEAD")
+    for ref in ("refs/paella/forged/checkpoints/1", "refs/remotes/origin/x", "refs/tags/t"):
+        git(repo, "update-ref", ref, head)
+    git(repo, "branch", "other")
+    ws = Workspace.find(repo)
+    mirror = Mirror.for_workspace(ws)
+    started.clear()
+    assert mirror.ensure() is None
+    assert started == ["clone"]
+    assert mirror.local is not None
+    refs = git(mirror.local, "for-each-ref", "--format=%(refname)").split()
+    assert sorted(refs) == sorted(
+        git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/").split()
+    )
+
+
+@pytest.mark.parametrize("where", ["loose", "packed"])
+@pytest.mark.parametrize("ref", ["refs/paella/x/checkpoints/1", "refs/remotes/origin/x"])
+def test_a_clone_holding_refs_to_drop_is_listed_by_git(
+    tmp_path: Path, git: GitRunner, ref: str, where: str
+) -> None:
+    """Were a clone ever to hold such a ref (another git, another way), its files say so and
+    the listing by git (which drops them) runs."""
+    src = tmp_path / "src"
+    git(tmp_path, "init", "-q", str(src))
+    git(src, "commit", "-q", "--allow-empty", "-m", "a")
+    clone = tmp_path / "m.git"
+    git(tmp_path, "clone", "-q", "--bare", "--no-tags", str(src), str(clone))
+    assert clone_holds_only_branches(clone)
+    git(clone, "update-ref", ref, git(src, "rev-parse", "HEAD"))
+    if where == "packed":
+        git(clone, "pack-refs", "--all")
+        # Only packed-refs names it then (pack-refs leaves the empty folders: gone too).
+        folder = clone / "refs" / ref.split("/")[1]
+        assert not [f for f in folder.rglob("*") if f.is_file()]
+        shutil.rmtree(folder)
+    assert not clone_holds_only_branches(clone)

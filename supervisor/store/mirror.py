@@ -139,8 +139,10 @@ class Mirror:
                 ],
                 cwd=self.local.parent,
             )
-            stale = self._git(["--git-dir", str(tmp), "for-each-ref", "--format=%(refname)"])
-            drops = [r for r in stale.splitlines() if r.startswith(("refs/paella", "refs/remotes"))]
+            drops = []
+            if not clone_holds_only_branches(tmp):
+                stale = self._git(["--git-dir", str(tmp), "for-each-ref", "--format=%(refname)"])
+                drops = [r for r in stale.splitlines() if r.startswith(_DROPPED)]
             if drops:
                 self._git(
                     ["--git-dir", str(tmp), "update-ref", "--stdin"],
@@ -397,6 +399,32 @@ class Mirror:
         self, args: list[str], *, input: bytes | None = None, cwd: Path | None = None
     ) -> subprocess.CompletedProcess[bytes]:
         return run_git(args, cwd=cwd or self.workspace.root, input=input)
+
+
+_DROPPED = ("refs/paella", "refs/remotes")
+"""Refs a fresh clone must not keep: only what paella wrote itself is trusted."""
+
+
+def clone_holds_only_branches(clone: Path) -> bool:
+    """Whether a fresh ``clone --bare --no-tags`` holds none of the :data:`_DROPPED` refs, read
+    from its files (git puts a clone's refs in ``packed-refs``: a bare clone copies branches
+    only): no git process to list them. False when in doubt (a reftable, a file unread)."""
+    if (clone / "reftable").exists():
+        return False
+    try:
+        loose = os.listdir(clone / "refs")
+    except OSError:
+        return False
+    try:
+        packed = (clone / "packed-refs").read_bytes()
+    except FileNotFoundError:
+        packed = b""
+    except OSError:
+        return False
+    names = (f" {prefix}".encode() for prefix in _DROPPED)
+    return not any(name in packed for name in names) and not any(
+        entry.startswith(("paella", "remotes")) for entry in loose
+    )
 
 
 def _until_whole(chain: list[StateCopy]) -> list[StateCopy]:
