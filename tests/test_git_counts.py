@@ -248,3 +248,38 @@ def test_a_clone_holding_refs_to_drop_is_listed_by_git(
         assert not [f for f in folder.rglob("*") if f.is_file()]
         shutil.rmtree(folder)
     assert not clone_holds_only_branches(clone)
+
+
+HEADS = {
+    "unborn branch": [],
+    "a branch": [["commit", "-q", "--allow-empty", "-m", "a"]],
+    "a branch a tag shadows": [["commit", "-q", "--allow-empty", "-m", "a"], ["tag", "main"]],
+    "detached": [["commit", "-q", "--allow-empty", "-m", "a"], ["checkout", "-q", "--detach"]],
+    "an orphan branch": [
+        ["commit", "-q", "--allow-empty", "-m", "a"],
+        ["checkout", "-q", "--orphan", "new/one"],
+    ],
+}
+
+
+@pytest.mark.parametrize("where", list(HEADS))
+def test_head_and_its_full_branch_name_in_one_reading(
+    tmp_path: Path, git: GitRunner, started: Started, where: str
+) -> None:
+    """A rollback reads HEAD once: the commit, the short branch name as ``symbolic-ref
+    --short`` gives it, and the full one as ``symbolic-ref`` does."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for args in HEADS[where]:
+        git(repo, *args)
+    ws = Workspace.find(repo)
+    started.clear()
+    head, ref = ws.head_and_ref()
+    seen = list(started)
+    if git.head(repo) is not None:
+        assert seen == ["rev-parse"]
+    assert head == ws.head()
+    assert head.commit == git.head(repo)
+    assert head.branch == (git.branch(repo) or None)
+    assert ref == (git.run(repo, "symbolic-ref", "-q", "HEAD").stdout.strip() or None)

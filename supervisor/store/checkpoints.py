@@ -23,6 +23,7 @@ from paella_tui.supervisor.store.gitcli import Git
 from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
 from paella_tui.supervisor.store.snapshot_record import Kind as Kind
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord as SnapshotRecord
+from paella_tui.supervisor.store.workspace import HeadState
 
 
 def records(run: Run, kind: Kind) -> list[SnapshotRecord]:
@@ -70,10 +71,13 @@ def commit_snapshot(
     kind: Kind,
     message: str,
     fields: dict[str, Any],
+    head: HeadState | None = None,
 ) -> SnapshotRecord:
-    """Commit ``snap`` on top of HEAD, keep it under a new numbered ref, and record it."""
+    """Commit ``snap`` on top of HEAD (``head``: as the caller read it now), keep it under a
+    new numbered ref, and record it."""
     git = run.workspace.git
-    head = run.workspace.head()
+    if head is None:
+        head = run.workspace.head()
     parents = ["-p", head.commit] if head.commit else []
     index_commit = None
     if kind == "salvage":
@@ -217,8 +221,11 @@ def take_checkpoint(
         ) from err
 
 
-def take_salvage(run: Run, snapshotter: Snapshotter, *, reason: str) -> SnapshotRecord:
-    """Snapshot the current state as a salvage snapshot. The caller holds the snapshot lock."""
+def take_salvage(
+    run: Run, snapshotter: Snapshotter, *, reason: str, head: HeadState | None = None
+) -> SnapshotRecord:
+    """Snapshot the current state as a salvage snapshot (on ``head``, as the caller read it
+    under the lock, else read here). The caller holds the snapshot lock."""
     snap = snapshotter.take()
     return commit_snapshot(
         run,
@@ -227,4 +234,5 @@ def take_salvage(run: Run, snapshotter: Snapshotter, *, reason: str) -> Snapshot
         kind="salvage",
         message=f"salvage: {reason}",
         fields={"reason": reason},
+        head=head,
     )

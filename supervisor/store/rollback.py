@@ -126,11 +126,9 @@ def rollback(
             f"the commit of {target.name} ({target.commit[:12]}) is missing from the repository",
             hint=f"its ref {target.ref} was deleted or the objects pruned. Nothing was changed.",
         )
-    current = _current_branch(run)
-    _refuse_branch_of_another_worktree(run, target, current)
     progress = _Progress()
     try:
-        result = _rollback(run, target, snapshotter, progress, current)
+        result = _rollback(run, target, snapshotter, progress)
         return dataclasses.replace(result, notes=(*cleared, *result.notes))
     except OSError as err:
         # Space or permissions ran out outside the restore itself (the ledger, the salvage).
@@ -163,12 +161,6 @@ class _Progress:
     files_changed: bool = False
 
 
-def _current_branch(run: Run) -> str | None:
-    """The full name of the branch HEAD is on (``refs/heads/...``), or None when detached."""
-    proc = run.workspace.git.run(["symbolic-ref", "-q", "HEAD"], check=False)
-    return proc.stdout.decode(errors="surrogateescape").strip() or None
-
-
 def _refuse_branch_of_another_worktree(
     run: Run, target: SnapshotRecord, current: str | None
 ) -> None:
@@ -192,13 +184,18 @@ def _rollback(
     target: SnapshotRecord,
     snapshotter: Snapshotter,
     progress: _Progress,
-    current: str | None,
 ) -> RollbackResult:
     target_label = f"checkpoint {target.n}" if target.kind == "checkpoints" else target.name
     root = run.workspace.root
     with snapshotter.locked("a rollback"):
+        # HEAD read once, under the lock: the salvage's parent and the branch the rollback
+        # moves from (``current``, its full name) are the same reading.
+        head, current = run.workspace.head_and_ref()
+        _refuse_branch_of_another_worktree(run, target, current)
         # Step 2: salvage, recorded (ref, then ledger) before anything in the work tree changes.
-        salvage = checkpoints.take_salvage(run, snapshotter, reason=f"rollback to {target.name}")
+        salvage = checkpoints.take_salvage(
+            run, snapshotter, reason=f"rollback to {target.name}", head=head
+        )
         progress.salvage = salvage
         _kill_point("after-salvage")
         # A file a snapshot left out (size cap, churn) is in neither tree as it is on disk: a

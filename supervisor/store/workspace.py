@@ -145,17 +145,31 @@ class Workspace:
 
     def head(self) -> HeadState:
         """Read HEAD without changing anything."""
+        return self.head_and_ref()[0]
+
+    def head_and_ref(self) -> tuple[HeadState, str | None]:
+        """HEAD as :meth:`head` reads it, and the full name of its branch (``refs/heads/...``;
+        None when detached): one git process when HEAD has a commit."""
         git = self.git
-        # One process for both (a checkpoint's every git process is start-up it pays): the
-        # commit, then the branch as `symbolic-ref --short` names it ("HEAD" when detached).
-        proc = git.run(["rev-parse", "HEAD^{commit}", "--abbrev-ref", "HEAD"], check=False)
+        # One process for all (a checkpoint's every git process is start-up it pays): the
+        # commit, the branch's full name ("HEAD" when detached), then the branch as
+        # `symbolic-ref --short` names it (the flags add up: --abbrev-ref comes last).
+        proc = git.run(
+            ["rev-parse", "HEAD^{commit}", "--symbolic-full-name", "HEAD", "--abbrev-ref", "HEAD"],
+            check=False,
+        )
         lines = proc.stdout.decode(errors="surrogateescape").splitlines()
-        if proc.returncode == 0 and len(lines) == 2 and lines[0] and lines[1]:
-            return HeadState(commit=lines[0], branch=None if lines[1] == "HEAD" else lines[1])
+        if proc.returncode == 0 and len(lines) == 3 and all(lines):
+            head = HeadState(commit=lines[0], branch=None if lines[2] == "HEAD" else lines[2])
+            return head, None if lines[1] == "HEAD" else lines[1]
         # No commit yet (an unborn branch): the branch alone, the long way.
         branch_proc = git.run(["symbolic-ref", "-q", "--short", "HEAD"], check=False)
         branch = branch_proc.stdout.decode(errors="surrogateescape").strip() or None
-        return HeadState(commit=git.rev_parse("HEAD^{commit}"), branch=branch)
+        head = HeadState(commit=git.rev_parse("HEAD^{commit}"), branch=branch)
+        if branch is None:
+            return head, None
+        full = git.run(["symbolic-ref", "-q", "HEAD"], check=False)
+        return head, full.stdout.decode(errors="surrogateescape").strip() or None
 
     def operation_in_progress(self) -> tuple[str, str] | None:
         """The git operation left half done in this work tree, as (what, how to finish), or None."""
