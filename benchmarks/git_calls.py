@@ -40,9 +40,8 @@ def git_command(argv: Sequence[str]) -> list[str] | None:
             rest = items[i + 1 :]
             j = 0
             while j < len(rest) and rest[j].startswith("-"):
-                if rest[j] == "--git-dir" or rest[j].startswith("--git-dir="):
-                    pass  # kept: the mirror's commands are told apart by it
                 j += 2 if rest[j] in _OPTIONS_WITH_VALUE else 1
+            # The mirror's commands are told apart by their --git-dir.
             mirror = any(a.startswith("--git-dir") for a in rest[:j])
             return (["[mirror]"] if mirror else []) + rest[j:]
     return None
