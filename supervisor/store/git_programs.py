@@ -186,7 +186,8 @@ def _content(path: Path) -> object:
 
 
 class ConfigWatch:
-    """The filter drivers (and ``attr.tree``) of one work tree's configuration, kept current."""
+    """The filter drivers (and ``attr.tree``, and the snapshot's :data:`SETTINGS`) of one work
+    tree's configuration, kept current."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
