@@ -74,6 +74,8 @@ CORE = {
     "paella_tui.supervisor.run.state_store",
     "paella_tui.supervisor.store.snapshot",
     "paella_tui.supervisor.store.private_index",
+    # whether the ignore rules changed since the last snapshot (and what they now leave out)
+    "paella_tui.supervisor.store.ignore_rules",
     # the snapshot's index update, and whether an attribute can apply (else no check-attr)
     "paella_tui.supervisor.store.index_update",
     "paella_tui.supervisor.store.git_words",  # what git says when it refuses a snapshot's work

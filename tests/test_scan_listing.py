@@ -76,6 +76,7 @@ def test_an_early_scan_gives_the_tree_of_the_snapshots_own_listing(
         assert taken == 1, edits  # the fast path was the one checked
         slow = snapshotter(root, tmp / "slow-state").take_locked().tree
         assert tree == slow, edits
+        assert tree == full_scan_tree(Workspace.find(root), tmp / "fresh-state"), edits
 
 
 OTHER_SNAPSHOT = """

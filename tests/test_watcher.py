@@ -167,6 +167,29 @@ async def test_a_tracked_file_matching_gitignore_still_fires(repo: Path, git: Gi
     assert rec.paths == [("app.cfg",)]
 
 
+async def test_a_gitignore_that_ignores_itself_fires_one_in_an_ignored_folder_does_not(
+    repo: Path, git: GitRunner
+) -> None:
+    """A rule file counts whether or not the rules ignore it, unless git never reads it (in a
+    folder the rules ignore whole: ``node_modules/``)."""
+    write(repo, ".gitignore", "node_modules/\n.gitignore\n")
+    write(repo, ".venv/pyvenv.cfg")
+    write(repo, "node_modules/pkg/index.js")
+    async with watching(repo) as (_, rec):
+        write(repo, "node_modules/pkg/.gitignore", "*\n")
+        await quiet()
+        write(repo, ".venv/.gitignore", "*\n")  # a venv's: ignores itself and all beside it
+        await rec.wait_fires(1)
+        await quiet()
+        write(repo, "sub/.gitignore", "*.dat\n")  # ignored by the top one's ".gitignore"
+        await rec.wait_fires(2)
+        await quiet()
+        os.unlink(repo / ".venv/.gitignore")
+        await rec.wait_fires(3)
+        await quiet()
+    assert rec.paths == [(".venv/.gitignore",), ("sub/.gitignore",), (".venv/.gitignore",)]
+
+
 async def test_flapping_pauses_until_resumed(repo: Path) -> None:
     async with watching(repo, settle=0.1, flaps=FlapGuard(2, 60)) as (watcher, rec):
         for n in (1, 2):

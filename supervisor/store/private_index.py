@@ -6,7 +6,8 @@ git's stat cache lets only changed files be hashed again. It starts as a copy of
 the file is older than the index file, so a copy stamped "now" would make entries written in the
 user's index's last clock tick look settled, and a same-size rewrite in that tick would be read
 back as the old bytes (racy git). The memo (:class:`Memo`) remembers what the last snapshot
-found (gitlinks, churn, watcher-blind entries, files left out) for the index it wrote, and is
+found (gitlinks, churn, watcher-blind entries, files left out, the ignore rules' signature) for
+the index it wrote, and is
 valid only while that very index file is in place.
 """
 
@@ -116,35 +117,6 @@ def _clear_hiding_bits(git: Git, listing: bytes) -> list[str]:
             input=encode_paths_z(assume),
         )
     return list(dict.fromkeys(paths))
-
-
-def exclude_files(workspace: Workspace, config: bytes) -> list[Path]:
-    """The repository-wide exclude files git reads: ``info/exclude`` and ``core.excludesFile``
-    (else ``$XDG_CONFIG_HOME/git/ignore``), from ``git config -z --get-regexp`` output."""
-    files = [workspace.common_dir / "info" / "exclude"]
-    configured = ""
-    for item in config.split(b"\0"):
-        key, _, value = item.partition(b"\n")
-        if key.lower() == b"core.excludesfile":
-            configured = value.decode(errors="surrogateescape")  # the last one wins, as in git
-    if configured:
-        files.append(Path(os.path.expanduser(configured)))
-    else:
-        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-        files.append(Path(xdg) / "git" / "ignore")
-    return files
-
-
-def files_signature(files: list[Path]) -> list[object]:
-    """Size and modification time of each file (None for a missing one)."""
-    sig: list[object] = []
-    for path in files:
-        try:
-            st = os.stat(path)
-            sig.append([str(path), st.st_size, st.st_mtime_ns])
-        except OSError:
-            sig.append([str(path), None])
-    return sig
 
 
 class Memo:

@@ -23,8 +23,12 @@ older version of it stands in a snapshot for what is on disk.
 During a run, a snapshot may follow the change (``follow_changes``): the same steps, with the
 watcher's changed paths (:mod:`change_feed`) as literal pathspecs instead of the whole tree, plus
 the paths the watcher cannot see (private-index entries git ignores, files the last snapshot left
-out, files the churn rule watches). Whenever that is in doubt (no valid memo, changed exclude
-files, a folder among the paths, git naming a path that was not asked about) it is a full scan.
+out, files the churn rule watches). Whenever that is in doubt (no valid memo, changed ignore
+rules, a folder among the paths, git naming a path that was not asked about) it is a full scan.
+
+Ignore rules are never inferred from the listed paths (a ``.gitignore`` that ignores itself is in
+no listing): :mod:`ignore_rules` keeps their signature in the memo, and when they changed the
+entries they now leave out are dropped, so a snapshot is the same tree whatever came before it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,13 +49,14 @@ from paella_tui.supervisor.store.change_feed import ChangeFeed
 from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, Churn, churning
 from paella_tui.supervisor.store.early_reads import CONFIG_ARGS
 from paella_tui.supervisor.store.git_words import CORRUPT_INDEX, MISSING_OBJECT
-from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.ignore_rules import IgnoreRules, folders_holding
 from paella_tui.supervisor.store.index_update import (
     AttributeSources,
     is_attributes_file,
     update_index,
 )
-from paella_tui.supervisor.store.private_index import Memo, exclude_files, files_signature, seed
+from paella_tui.supervisor.store.private_index import Memo, seed
 from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG, RawBlobs
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -117,7 +123,8 @@ class Snapshotter:
         self.attributes = AttributeSources(workspace, config)
         self._git_config = (*PRIVATE_CONFIG, *self.attributes.pinned())
         self.git = Git(workspace.root, index_file=self.index_file, config=self._git_config)
-        self._exclude_files = exclude_files(workspace, config)
+        self.rules = IgnoreRules(workspace, self.git, self.exclude)
+        """The ignore rules: whether they changed, what they leave out (:mod:`ignore_rules`)."""
         self.attribute_checks = 0
         """How many snapshots asked ``check-attr`` which hashed paths git may have converted."""
         self._memo = Memo(self.memo_file, self.index_file)
@@ -215,6 +222,7 @@ class Snapshotter:
     def _take(self, paths: list[str] | None = None) -> Snapshot:
         # Read before this snapshot writes the index: a memo is valid only for the index it saw.
         memo = self._memo.load()
+        started_ns = time.time_ns()
         if paths is not None:
             paths = self._scope(paths, memo)
         seed(self.index_file, self.workspace, self.git, self.raw)
@@ -235,7 +243,7 @@ class Snapshotter:
         if self.attributes.may_apply(to_update, attributes):
             self.attribute_checks += 1
             self.raw.keep_raw_bytes(self.raw.converting(to_update))
-        return self._finish(memo, changed, gone, untracked, skipped, churn.state)
+        return self._finish(memo, changed, gone, untracked, skipped, churn.state, started_ns)
 
     def _listing(self, paths: list[str] | None) -> tuple[list[str], list[str]]:
         """``diff-files --name-status`` items and untracked paths, over ``paths`` (None: all)."""
@@ -334,28 +342,31 @@ class Snapshotter:
         untracked: list[str],
         skipped: list[SkippedFile],
         churn: dict[str, list[int]],
+        started_ns: int,
     ) -> Snapshot:
         """Write the tree and the memo for the next snapshot."""
         # Two whole-index scans are needed only when what they find can have changed: the memo
         # of the last snapshot says so, unless someone else (a rollback) rewrote the index.
-        touched = [*changed, *gone, *untracked]
-        ignore_sig = self._ignore_signature()
-        rules_changed = (
-            memo is None
-            or memo.get("ignore") != ignore_sig
-            or any(os.path.basename(p.rstrip("/")) == ".gitignore" for p in touched)
-        )
+        known_folders = (memo or {}).get("rule_folders")
+        folders = set(known_folders) if isinstance(known_folders, list) else set()
+        folders |= folders_holding([*changed, *untracked])
+        rule_stats = self.rules.stats(folders)
+        rules_changed = self.rules.changed(memo, rule_stats)
         if rules_changed:
-            self._drop_newly_ignored()
+            self.rules.drop_newly_ignored()
         known_links = memo.get("gitlinks") if memo is not None else None
         attributes = _attributes_after(memo, [*changed, *untracked], gone)
         if (
             known_links is None
             or attributes is None
+            or not isinstance(known_folders, list)
             or any(p.endswith("/") for p in untracked)
             or not set(known_links).isdisjoint([*changed, *gone])
         ):
-            links, attributes = self._index_listing()
+            links, attributes, entries = self._index_listing()
+            # The folders that hold an entry now (a listing of the index: none left over).
+            folders = folders_holding(entries)
+            rule_stats = self.rules.stats(folders)
         else:
             links = list(known_links)
         tree = self.git.out(["write-tree"])
@@ -366,11 +377,12 @@ class Snapshotter:
         if not rules_changed and isinstance(known_blind, list):
             blind = list(known_blind)
         elif self.changes.following:
-            blind = self._watch_blind()
+            blind = self.rules.blind()
         else:
             blind = None
         self._memo.save(
-            ignore=ignore_sig,
+            ignore=self.rules.signature(rule_stats, started_ns),
+            rule_folders=sorted(folders),
             gitlinks=links,
             attributes=attributes,
             churn=churn,
@@ -381,7 +393,7 @@ class Snapshotter:
         return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(links))
 
     def _exclude_args(self) -> list[str]:
-        return [f"--exclude={pattern}" for pattern in self.exclude]
+        return self.rules.exclude_args()
 
     def _scope(self, paths: list[str], memo: dict[str, Any] | None) -> list[str]:
         """The paths a snapshot from the watcher's paths looks at; raises :class:`_NeedFullScan`."""
@@ -389,7 +401,8 @@ class Snapshotter:
             memo is None
             or not isinstance(memo.get("blind"), list)
             or not isinstance(memo.get("skipped"), list)
-            or memo.get("ignore") != self._ignore_signature()
+            or not isinstance(memo.get("rule_folders"), list)
+            or self.rules.changed(memo, self.rules.stats(memo["rule_folders"]))
         ):
             raise _NeedFullScan
         # What the watcher cannot report: entries git ignores (the watcher drops ignored paths),
@@ -403,18 +416,6 @@ class Snapshotter:
             if stat.S_ISDIR(mode):
                 raise _NeedFullScan  # a folder event: its content is the full scan's job
         return sorted(scope)
-
-    def _watch_blind(self) -> list[str]:
-        """Private-index entries git ignores (by the rules or ``exclude``): the watcher drops
-        their changes, so a snapshot from the watcher's paths looks at them every time."""
-        return self.git.lines_z(
-            ["ls-files", "-z", "-c", "-i", "--exclude-standard", *self._exclude_args()]
-        )
-
-    def _ignore_signature(self) -> list[object]:
-        """What the repository-wide exclude files look like now (per-folder .gitignore files are
-        seen as changed paths instead)."""
-        return [list(self.exclude), *files_signature(self._exclude_files)]
 
     def _state_dir_pathspec(self) -> list[str]:
         # PAELLA_STATE_DIR may point inside the work tree; paella's own files are never snapshotted.
@@ -436,37 +437,25 @@ class Snapshotter:
     def _nested_commit(self, path: str) -> str | None:
         return Git(self.workspace.root / path).rev_parse("HEAD^{commit}")
 
-    def _drop_newly_ignored(self) -> None:
-        # A path snapshotted while untracked stays in the private index even after it becomes
-        # ignored; drop it unless the user's own index tracks it (force-added files stay in).
-        listing = ["ls-files", "-z", "-c", "-i", "--exclude-standard", *self._exclude_args()]
-        ours = set(self.git.lines_z(listing))
-        if not ours:
-            return
-        theirs = set(self.workspace.git.lines_z(listing))
-        stale = sorted(ours - theirs)
-        if stale:
-            self.git.run(
-                ["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(stale)
-            )
-
     def blob_id(self, data: bytes, *, like: str | None = None) -> str:
         """The id git gives a blob of exactly these bytes (see :class:`RawBlobs`)."""
         return self.raw.blob_id(data, like=like)
 
-    def _index_listing(self) -> tuple[list[str], list[str]]:
-        """The private index's gitlinks and its ``.gitattributes`` entries (one listing)."""
+    def _index_listing(self) -> tuple[list[str], list[str], list[str]]:
+        """The private index's gitlinks, its ``.gitattributes`` entries and all its paths (one
+        listing)."""
         data = self.git.run(["ls-files", "-z", "--stage"]).stdout
-        links, attributes = [], []
+        links, attributes, paths = [], [], []
         for entry in data.split(b"\0"):
             if not entry:
                 continue
             path = entry.split(b"\t", 1)[1].decode(errors="surrogateescape")
+            paths.append(path)
             if entry.startswith(b"160000 "):
                 links.append(path)
             elif is_attributes_file(path):
                 attributes.append(path)
-        return links, attributes
+        return links, attributes, paths
 
 
 def _attributes_after(

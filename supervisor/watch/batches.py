@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import watchfiles
 
 from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.ignore_rules import rules_path
 from paella_tui.supervisor.watch.ignore_verdicts import IgnoreVerdicts
 from paella_tui.supervisor.watch.streams import dev_ino, inotify_watched
 from paella_tui.supervisor.watch.watch_plan import PathRules, files_in
@@ -104,13 +105,19 @@ class Classifier:
             ignored = self.ignores.ignored(unknown)
             self.verdicts.update((p, p not in ignored) for p in unknown)
         verdict = self.verdicts.get
-        report = {p for p in found.considered if verdict(p) and p not in found.expanded}
+        rules_read = self.ignores.rules_read
+
+        def counts(path: str) -> bool:
+            # A .gitignore that ignores itself still changes the rules of its folder.
+            return bool(verdict(path)) or rules_read(path)
+
+        report = {p for p in found.considered if counts(p) and p not in found.expanded}
         for folder, inside in found.expanded.items():
             if verdict(folder):
-                report.update(p for p in inside if verdict(p))
+                report.update(p for p in inside if counts(p))
         replan = (
             any(verdict(p) for p in found.new_folders)
-            or any(p == ".gitignore" or p.endswith("/.gitignore") for p in report)
+            or any(rules_path(p) for p in report)
             # A big new folder git ignores (an npm install in a subproject): prune it.
             or any(verdict(p) is False for p in found.big)
         )
@@ -127,6 +134,12 @@ class Classifier:
             unwatched=tuple(sorted(unwatched)),
             renewed=tuple(sorted(renewed)),
         )
+
+    def counted(self, paths: list[str]) -> set[str]:
+        """Those of ``paths`` (changed files) that count: the ones git does not ignore, and a
+        ``.gitignore`` git reads, as the burst's verdicts so far decide (blocking)."""
+        ignored = self.ignores.ignored(paths)
+        return {p for p in paths if p not in ignored or self.ignores.rules_read(p)}
 
     def _sort(self, candidates: dict[str, watchfiles.Change], flat: set[str]) -> _Sorted:
         found = _Sorted()

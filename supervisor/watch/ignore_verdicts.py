@@ -33,6 +33,9 @@ the stand-in loses is the case of a folder whose files were all ignored by name,
 for the folder: it is reported though nothing a snapshot holds changed, which costs a snapshot,
 never a missed change.
 
+A ``.gitignore`` git reads counts even when the rules ignore it (:meth:`IgnoreVerdicts.rules_read`):
+a file that ignores itself still holds rules for its folder.
+
 Verdicts live as long as this object: the watcher keeps one per burst, because the rules (and
 the index) may change between bursts.
 """
@@ -46,6 +49,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.store.ignore_rules import rules_path
 
 _LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}  # a file named ``*.c`` or ``:x`` is only itself
 _MAX_ROOTS = 200
@@ -150,6 +154,12 @@ class IgnoreVerdicts:
                 by_root[path] = root or path
         self._list_tracked([r for r in dict.fromkeys(by_root.values()) if r not in self._tracked])
         return {path for path, root in by_root.items() if not self._is_tracked(root, path)}
+
+    def rules_read(self, path: str) -> bool:
+        """Whether ``path`` (asked of :meth:`ignored` before) is a ``.gitignore`` git reads: in
+        no folder the rules ignore. Its change is a change of the rules even when the rules
+        ignore the file itself (a venv's ``*``), so it counts."""
+        return rules_path(path) and self._ignoring_folder(path) is None
 
     def _ignoring_folder(self, path: str) -> str | None:
         """The outermost folder of ``path`` the rules are known to ignore."""

@@ -456,14 +456,9 @@ class WorkspaceWatcher:
             changed_since, self._rules, self._current.plan, since
         )
         if found:
-            ignored: set[str] = await self._in_thread(self._git_ignored, found)
-            relevant = {p for p in found if p not in ignored}
+            relevant: set[str] = await self._in_thread(self._classifier.counted, found)
             if relevant:
                 self._note_relevant(relevant)
-
-    def _git_ignored(self, paths: list[str]) -> set[str]:
-        """Those of ``paths`` git ignores, as the burst's verdicts so far decide (blocking)."""
-        return self._classifier.ignores.ignored(paths)
 
     def _note_relevant(self, paths: Iterable[str]) -> None:
         self._burst.update(paths)
