@@ -13,7 +13,10 @@ timed repetition:
 * git's floor for the same job: ``git update-index`` of the one changed path and ``git
   write-tree``, on a private index kept beside the repository's (what any tool that records the
   work tree as a tree without touching the user's index must run at least; each rewrites the
-  whole index).
+  whole index);
+* the parts the ignore rules add (``ignore_rules``): the signature every snapshot takes (a stat
+  of the ``.gitignore`` of each folder holding an entry), and the listing of newly ignored
+  entries a snapshot runs when it finds the rules changed.
 
 After the rounds it checks that the last followed tree equals a fresh full scan. It prints a
 Markdown table (median, p90, ratio to the ``git status`` median) and exits 0: it is a report.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -119,11 +123,25 @@ def measure(root: Path, repeat: int, files: int) -> list[str]:
         touch()
         subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, check=True)
 
+    # What watching the ignore rules adds (ignore_rules): every snapshot stats the .gitignore
+    # of each folder that holds an entry; a snapshot that finds them changed lists the entries
+    # they now leave out.
+    folders = json.loads(snapshotter.memo_file.read_text())["rule_folders"]
+
+    def rule_stats() -> None:
+        snapshotter.rules.stats(folders)
+
+    def drop() -> None:
+        with snapshotter.locked():
+            snapshotter.rules.drop_newly_ignored()
+
     measures: dict[str, Callable[[], None]] = {
         "git status --porcelain": status,
         "snapshot from the watcher's paths (1 file)": followed,
         "full-scan snapshot (1 file changed)": full,
         "git's floor: update-index + write-tree (1 file)": floor,
+        f"of every snapshot: the ignore rules' signature ({len(folders):,} folders)": rule_stats,
+        "of a snapshot after a rule change: the drop of newly ignored entries": drop,
     }
     samples: dict[str, list[float]] = {name: [] for name in measures}
     log(f"timing {repeat} rounds on {root}")

@@ -95,11 +95,11 @@ class IgnoreRules:
             excludes = os.path.join(xdg, "git", "ignore")
         return [os.fspath(self.workspace.common_dir / "info" / "exclude"), excludes]
 
-    def stats(self, folders: Iterable[str]) -> dict[str, Stat]:
-        """The rule files there are now: the excludes files (absolute) and the ``.gitignore``
-        of each of ``folders`` (relative), with their stat data."""
+    def stats(self, folders: Iterable[str], *, excludes: bool = True) -> dict[str, Stat]:
+        """The rule files there are now: the excludes files (absolute; unless ``excludes`` is
+        false) and the ``.gitignore`` of each of ``folders`` (relative), with their stat data."""
         found: dict[str, Stat] = {}
-        for path in self.excludes_files():
+        for path in self.excludes_files() if excludes else ():
             st = _stat(path, follow=True)
             if st is not None:
                 found[path] = st

@@ -50,7 +50,7 @@ from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, Chur
 from paella_tui.supervisor.store.early_reads import CONFIG_ARGS
 from paella_tui.supervisor.store.git_words import CORRUPT_INDEX, MISSING_OBJECT
 from paella_tui.supervisor.store.gitcli import Git
-from paella_tui.supervisor.store.ignore_rules import IgnoreRules, folders_holding
+from paella_tui.supervisor.store.ignore_rules import IgnoreRules, Stat, folders_holding
 from paella_tui.supervisor.store.index_update import (
     AttributeSources,
     is_attributes_file,
@@ -223,8 +223,9 @@ class Snapshotter:
         # Read before this snapshot writes the index: a memo is valid only for the index it saw.
         memo = self._memo.load()
         started_ns = time.time_ns()
+        seen: dict[str, Stat] = {}  # the rule files looked at already (by _scope)
         if paths is not None:
-            paths = self._scope(paths, memo)
+            paths = self._scope(paths, memo, seen)
         seed(self.index_file, self.workspace, self.git, self.raw)
         status, untracked = self._listing(paths)
         pairs = list(zip(status[0::2], status[1::2], strict=True))
@@ -243,7 +244,9 @@ class Snapshotter:
         if self.attributes.may_apply(to_update, attributes):
             self.attribute_checks += 1
             self.raw.keep_raw_bytes(self.raw.converting(to_update))
-        return self._finish(memo, changed, gone, untracked, skipped, churn.state, started_ns)
+        return self._finish(
+            memo, changed, gone, untracked, skipped, churn.state, (started_ns, seen)
+        )
 
     def _listing(self, paths: list[str] | None) -> tuple[list[str], list[str]]:
         """``diff-files --name-status`` items and untracked paths, over ``paths`` (None: all)."""
@@ -342,7 +345,7 @@ class Snapshotter:
         untracked: list[str],
         skipped: list[SkippedFile],
         churn: dict[str, list[int]],
-        started_ns: int,
+        rules_seen: tuple[int, dict[str, Stat]],
     ) -> Snapshot:
         """Write the tree and the memo for the next snapshot."""
         # Two whole-index scans are needed only when what they find can have changed: the memo
@@ -350,7 +353,12 @@ class Snapshotter:
         known_folders = (memo or {}).get("rule_folders")
         folders = set(known_folders) if isinstance(known_folders, list) else set()
         folders |= folders_holding([*changed, *untracked])
-        rule_stats = self.rules.stats(folders)
+        started_ns, seen = rules_seen
+        if seen:  # _scope looked at the memo's folders after this snapshot started: not again
+            new = folders.difference(known_folders or ())
+            rule_stats = {**seen, **self.rules.stats(new, excludes=False)}
+        else:
+            rule_stats = self.rules.stats(folders)
         rules_changed = self.rules.changed(memo, rule_stats)
         if rules_changed:
             self.rules.drop_newly_ignored()
@@ -395,15 +403,20 @@ class Snapshotter:
     def _exclude_args(self) -> list[str]:
         return self.rules.exclude_args()
 
-    def _scope(self, paths: list[str], memo: dict[str, Any] | None) -> list[str]:
-        """The paths a snapshot from the watcher's paths looks at; raises :class:`_NeedFullScan`."""
+    def _scope(
+        self, paths: list[str], memo: dict[str, Any] | None, seen: dict[str, Stat]
+    ) -> list[str]:
+        """The paths a snapshot from the watcher's paths looks at (``seen``: the rule files it
+        looked at); raises :class:`_NeedFullScan`."""
         if (
             memo is None
             or not isinstance(memo.get("blind"), list)
             or not isinstance(memo.get("skipped"), list)
             or not isinstance(memo.get("rule_folders"), list)
-            or self.rules.changed(memo, self.rules.stats(memo["rule_folders"]))
         ):
+            raise _NeedFullScan
+        seen.update(self.rules.stats(memo["rule_folders"]))
+        if self.rules.changed(memo, seen):
             raise _NeedFullScan
         # What the watcher cannot report: entries git ignores (the watcher drops ignored paths),
         # files left out last time (they come back only if listed), files the churn rule watches.
