@@ -38,9 +38,11 @@ from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
 from paella_tui.supervisor.store.workspace import Workspace
 
 RULES_NAME = ".gitignore"
-UNSETTLED_NS = 50_000_000
+UNSETTLED_NS = 10_000_000
 """A rule file changed this soon before a snapshot started is looked at again by the next: file
-times on Linux come from a clock that lags by up to one kernel tick (1-10 ms)."""
+times on Linux may come from a clock that lags by up to one kernel tick (at most 10 ms, HZ=100;
+none with fine-grained timestamps), so a write made after the start may carry an earlier time;
+one written earlier than that is older than anything written after the snapshot started."""
 UNSETTLED = "unsettled"
 
 Stat = tuple[int, int, int, int]
