@@ -129,7 +129,7 @@ def measure(root: Path, repeat: int, files: int) -> list[str]:
     folders = json.loads(snapshotter.memo_file.read_text())["rule_folders"]
 
     def rule_stats() -> None:
-        snapshotter.rules.stats(folders)
+        snapshotter.rules.look(folders, time.time_ns())
 
     def drop() -> None:
         with snapshotter.locked():

@@ -8,7 +8,6 @@ snapshotter for the whole run, following the watcher's paths) equal a fresh full
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,6 @@ from conftest import make_repo, run_paella_in_process
 from test_snapshot_follow import MAX_SIZE, full_scan_tree, state_dir, watcher_view
 
 from paella_tui.supervisor.judge.byproducts import BYPRODUCTS
-from paella_tui.supervisor.store.ignore_rules import UNSETTLED_NS
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -185,9 +183,6 @@ def run_snapshotter(root: Path, where: Path) -> Snapshotter:
     run's first snapshot (a full scan)."""
     with state_dir(where):
         snapshotter = Snapshotter(Workspace.find(root), max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
-    # Rule files just written would be looked at again by the next snapshot (a full scan then):
-    # the run starts once they are settled, so its next snapshots may follow the watcher's paths.
-    time.sleep(UNSETTLED_NS / 1e9)
     snapshotter.changes.follow()
     snapshotter.take_locked(follow_changes=True)
     return snapshotter

@@ -9,7 +9,6 @@ import contextlib
 import itertools
 import os
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from hypothesis import strategies as st
 from paella_tui.supervisor.base.globs import folder_match, match_any
 from paella_tui.supervisor.judge.byproducts import BYPRODUCTS
 from paella_tui.supervisor.store.change_feed import FULL_EVERY, ChangeFeed
-from paella_tui.supervisor.store.ignore_rules import UNSETTLED_NS
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import STATE_DIR_ENV, Workspace
 from paella_tui.supervisor.watch.ignore_verdicts import IgnoreVerdicts
@@ -190,9 +188,6 @@ def start(root: Path, tmp: Path) -> Snapshotter:
     # The rules stay untracked: a tracked file deleted and then written back ignored is a
     # case snapshots do not handle yet (the private index lost its entry with the deletion).
     workspace.git.run(["add", "-f", "keep.log"])
-    # A rule file written within a clock tick of a snapshot is looked at again by the next one
-    # (ignore_rules.UNSETTLED_NS), which would then be a full scan: the run starts later.
-    time.sleep(UNSETTLED_NS / 1e9)
     with state_dir(tmp / "run-state"):
         snapshotter = Snapshotter(workspace, max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
     snapshotter.changes.follow()

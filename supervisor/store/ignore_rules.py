@@ -22,14 +22,18 @@ every file whose rules can reach an entry of the private index (:meth:`IgnoreRul
 
 Each file by ``lstat`` (``stat`` for the excludes files, which git follows): inode, size,
 modification and change times, so that a same-size rewrite with its old modification time put
-back still shows. A file changed within :data:`UNSETTLED_NS` before the snapshot started is
-recorded as unsettled (it may change again within one tick of the file system's clock, leaving
-the same times), so the next snapshot looks again. The cost is one ``lstat`` per folder that
-holds an entry (801 folders on the 20,000-file benchmark: about 1.4 ms of CPU).
+back still shows. They are looked at as the snapshot starts, before its listing reads them: a
+change after that look shows next time. One changed within :data:`UNSETTLED_NS` of the start
+may change again with the same times (one tick of the file system's clock): its content's
+digest is kept too. A ``.gitignore`` first seen after the listing (in a folder new to the
+private index) and that recent is kept as unsettled: the next snapshot looks again. The cost is
+one ``lstat`` per folder that holds an entry (801 folders on the 20,000-file benchmark: about
+1.4 ms of CPU).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -46,6 +50,7 @@ one written earlier than that is older than anything written after the snapshot 
 UNSETTLED = "unsettled"
 
 Stat = tuple[int, int, int, int]
+"""A rule file's inode, size, modification and change times (ns)."""
 
 
 def folders_holding(paths: Iterable[str]) -> set[str]:
@@ -97,49 +102,69 @@ class IgnoreRules:
             excludes = os.path.join(xdg, "git", "ignore")
         return [os.fspath(self.workspace.common_dir / "info" / "exclude"), excludes]
 
-    def stats(self, folders: Iterable[str], *, excludes: bool = True) -> dict[str, Stat]:
-        """The rule files there are now: the excludes files (absolute; unless ``excludes`` is
-        false) and the ``.gitignore`` of each of ``folders`` (relative), with their stat data."""
-        found: dict[str, Stat] = {}
-        for path in self.excludes_files() if excludes else ():
-            st = _stat(path, follow=True)
-            if st is not None:
-                found[path] = st
-        root = self._root
+    def look(
+        self,
+        folders: Iterable[str],
+        started_ns: int,
+        *,
+        excludes: bool = True,
+        before_listing: bool = True,
+    ) -> dict[str, object]:
+        """The rule files there are now, for the memo: the excludes files (absolute; unless
+        ``excludes`` is false) and the ``.gitignore`` of each of ``folders`` (relative), each
+        with its stat data. One changed too close to ``started_ns`` (the snapshot's start) may
+        change again with the same stat data: looked at ``before_listing``, its content's digest
+        is kept too (what the listing read, or older); after, it is kept as unsettled (the
+        listing may have read an older content)."""
+        found: dict[str, object] = {}
+        paths = [(p, True) for p in self.excludes_files()] if excludes else []
         for folder in folders:
-            rel = f"{folder}/{RULES_NAME}" if folder else RULES_NAME
-            st = _stat(os.path.join(root, rel))
-            if st is not None:
-                found[rel] = st
+            paths.append((f"{folder}/{RULES_NAME}" if folder else RULES_NAME, False))
+        for path, follow in paths:
+            st = _stat(path if follow else os.path.join(self._root, path), follow=follow)
+            if st is None:
+                continue
+            if st[3] < started_ns - UNSETTLED_NS:
+                found[path] = list(st)
+            elif before_listing:
+                found[path] = [*st, self._digest(path)]
+            else:
+                found[path] = UNSETTLED
         return found
 
-    def changed(self, memo: dict[str, Any] | None, stats: dict[str, Stat]) -> bool:
-        """Whether the rules may have changed since the snapshot that wrote ``memo``: ``stats``
-        covers (at least) the memo's rule folders."""
+    def _digest(self, path: str) -> str:
+        """A digest of a rule file's content (``path`` relative to the work tree, or absolute)."""
+        try:
+            with open(os.path.join(self._root, path), "rb") as handle:
+                return hashlib.sha1(handle.read(), usedforsecurity=False).hexdigest()
+        except OSError:
+            return UNSETTLED  # never a digest: the next snapshot looks again
+
+    def changed(self, memo: dict[str, Any] | None, look: dict[str, object]) -> bool:
+        """Whether the rules may have changed since the snapshot that wrote ``memo``: ``look``
+        (taken before this snapshot's listing) covers (at least) the memo's rule folders."""
         known = (memo or {}).get("ignore")
         folders = (memo or {}).get("rule_folders")
         if not isinstance(known, dict) or not isinstance(folders, list):
             return True
-        if known.get("globs") != list(self.exclude):
-            return True
         files = known.get("files")
-        if not isinstance(files, dict):
+        if known.get("globs") != list(self.exclude) or not isinstance(files, dict):
             return True
-        kept = set(folders)
-        now = {
-            path: list(st)
-            for path, st in stats.items()
-            if os.path.isabs(path) or os.path.dirname(path) in kept
-        }
-        return bool(now != files)
+        now = _within(look, set(folders))
+        if now.keys() != files.keys():
+            return True
+        for path, was in files.items():
+            seen = now[path]
+            if not isinstance(was, list) or not isinstance(seen, list) or was[:4] != seen[:4]:
+                return True
+            # Same stat data, but the file was changing when it was recorded: its content says.
+            if len(was) > 4 and was[4] != (seen[4] if len(seen) > 4 else self._digest(path)):
+                return True
+        return False
 
-    def signature(self, stats: dict[str, Stat], started_ns: int) -> dict[str, object]:
-        """What the memo keeps of the rules (with :meth:`stats` of its rule folders): a file
-        changed too close to ``started_ns`` (the snapshot's start) is kept as unsettled."""
-        files: dict[str, object] = {}
-        for path, st in stats.items():
-            files[path] = UNSETTLED if st[3] >= started_ns - UNSETTLED_NS else list(st)
-        return {"globs": list(self.exclude), "files": files}
+    def signature(self, look: dict[str, object], folders: set[str]) -> dict[str, object]:
+        """What the memo keeps of the rules, for the rule folders ``folders``."""
+        return {"globs": list(self.exclude), "files": _within(look, folders)}
 
     def drop_newly_ignored(self) -> None:
         """Take out of the private index the entries git now ignores, unless the user's own
@@ -163,6 +188,11 @@ class IgnoreRules:
         return self.git.lines_z(
             ["ls-files", "-z", "-c", "-i", "--exclude-standard", *self.exclude_args()]
         )
+
+
+def _within(look: dict[str, object], folders: set[str]) -> dict[str, object]:
+    """The excludes files of ``look`` and the ``.gitignore`` files of ``folders``."""
+    return {p: v for p, v in look.items() if os.path.isabs(p) or os.path.dirname(p) in folders}
 
 
 def rules_path(path: str) -> bool:

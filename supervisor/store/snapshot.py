@@ -50,7 +50,7 @@ from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, Chur
 from paella_tui.supervisor.store.early_reads import CONFIG_ARGS
 from paella_tui.supervisor.store.git_words import CORRUPT_INDEX, MISSING_OBJECT
 from paella_tui.supervisor.store.gitcli import Git
-from paella_tui.supervisor.store.ignore_rules import IgnoreRules, Stat, folders_holding
+from paella_tui.supervisor.store.ignore_rules import IgnoreRules, folders_holding
 from paella_tui.supervisor.store.index_update import (
     AttributeSources,
     is_attributes_file,
@@ -223,9 +223,11 @@ class Snapshotter:
         # Read before this snapshot writes the index: a memo is valid only for the index it saw.
         memo = self._memo.load()
         started_ns = time.time_ns()
-        seen: dict[str, Stat] = {}  # the rule files looked at already (by _scope)
+        # The rules as they are before the listing applies them: a change after this shows next time.
+        known_folders = (memo or {}).get("rule_folders")
+        look = self.rules.look(known_folders if isinstance(known_folders, list) else (), started_ns)
         if paths is not None:
-            paths = self._scope(paths, memo, seen)
+            paths = self._scope(paths, memo, look)
         seed(self.index_file, self.workspace, self.git, self.raw)
         status, untracked = self._listing(paths)
         pairs = list(zip(status[0::2], status[1::2], strict=True))
@@ -245,7 +247,7 @@ class Snapshotter:
             self.attribute_checks += 1
             self.raw.keep_raw_bytes(self.raw.converting(to_update))
         return self._finish(
-            memo, changed, gone, untracked, skipped, churn.state, (started_ns, seen)
+            memo, changed, gone, untracked, skipped, churn.state, (started_ns, look)
         )
 
     def _listing(self, paths: list[str] | None) -> tuple[list[str], list[str]]:
@@ -345,21 +347,16 @@ class Snapshotter:
         untracked: list[str],
         skipped: list[SkippedFile],
         churn: dict[str, list[int]],
-        rules_seen: tuple[int, dict[str, Stat]],
+        rules_seen: tuple[int, dict[str, object]],
     ) -> Snapshot:
         """Write the tree and the memo for the next snapshot."""
         # Two whole-index scans are needed only when what they find can have changed: the memo
         # of the last snapshot says so, unless someone else (a rollback) rewrote the index.
         known_folders = (memo or {}).get("rule_folders")
-        folders = set(known_folders) if isinstance(known_folders, list) else set()
-        folders |= folders_holding([*changed, *untracked])
-        started_ns, seen = rules_seen
-        if seen:  # _scope looked at the memo's folders after this snapshot started: not again
-            new = folders.difference(known_folders or ())
-            rule_stats = {**seen, **self.rules.stats(new, excludes=False)}
-        else:
-            rule_stats = self.rules.stats(folders)
-        rules_changed = self.rules.changed(memo, rule_stats)
+        known = set(known_folders) if isinstance(known_folders, list) else set()
+        folders = known | folders_holding([*changed, *untracked])
+        started_ns, look = rules_seen
+        rules_changed = self.rules.changed(memo, look)
         if rules_changed:
             self.rules.drop_newly_ignored()
         known_links = memo.get("gitlinks") if memo is not None else None
@@ -374,7 +371,6 @@ class Snapshotter:
             links, attributes, entries = self._index_listing()
             # The folders that hold an entry now (a listing of the index: none left over).
             folders = folders_holding(entries)
-            rule_stats = self.rules.stats(folders)
         else:
             links = list(known_links)
         tree = self.git.out(["write-tree"])
@@ -389,7 +385,10 @@ class Snapshotter:
         else:
             blind = None
         self._memo.save(
-            ignore=self.rules.signature(rule_stats, started_ns),
+            ignore=self.rules.signature(
+                {**self.rules.look(folders - known, started_ns, before_listing=False), **look},
+                folders,
+            ),
             rule_folders=sorted(folders),
             gitlinks=links,
             attributes=attributes,
@@ -404,10 +403,10 @@ class Snapshotter:
         return self.rules.exclude_args()
 
     def _scope(
-        self, paths: list[str], memo: dict[str, Any] | None, seen: dict[str, Stat]
+        self, paths: list[str], memo: dict[str, Any] | None, look: dict[str, object]
     ) -> list[str]:
-        """The paths a snapshot from the watcher's paths looks at (``seen``: the rule files it
-        looked at); raises :class:`_NeedFullScan`."""
+        """The paths a snapshot from the watcher's paths looks at (``look``: the rule files as
+        the snapshot started); raises :class:`_NeedFullScan`."""
         if (
             memo is None
             or not isinstance(memo.get("blind"), list)
@@ -415,8 +414,7 @@ class Snapshotter:
             or not isinstance(memo.get("rule_folders"), list)
         ):
             raise _NeedFullScan
-        seen.update(self.rules.stats(memo["rule_folders"]))
-        if self.rules.changed(memo, seen):
+        if self.rules.changed(memo, look):
             raise _NeedFullScan
         # What the watcher cannot report: entries git ignores (the watcher drops ignored paths),
         # files left out last time (they come back only if listed), files the churn rule watches.
