@@ -287,7 +287,11 @@ def test_no_process_of_the_agent_or_a_gate_outlives_its_attempt(
     named = " ".join(exited["leftovers"]) + gate_logs
     for n in "1234":
         assert f"{tag}{n}" in named, (n, exited["leftovers"], gate_logs)
-    assert "leftover" in proc.stdout
+    if exited["leftovers"]:
+        # Said on screen with the agent's end (a gate's are in its log, asserted above). Which
+        # end finds the agent's orphans first is a race without cgroups: under load the gate's
+        # sweep can find them all, and then the agent's end has none to say.
+        assert "leftover" in proc.stdout
     probe = Cage.create("probe") if cgroups == "1" else None
     if probe is not None:
         probe.remove()
