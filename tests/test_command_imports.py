@@ -79,6 +79,8 @@ CORE = {
     # the snapshot's index update, and whether an attribute can apply (else no check-attr)
     "paella_tui.supervisor.store.index_update",
     "paella_tui.supervisor.store.git_words",  # what git says when it refuses a snapshot's work
+    # tracked files the rules ignore, deleted and written back: held again
+    "paella_tui.supervisor.store.dormant",
     # a full scan's two listings side by side (and, for `checkpoint`, started before the
     # imports: the early scan)
     "paella_tui.supervisor.store.scan_listing",

@@ -7,6 +7,7 @@ snapshotter for the whole run, following the watcher's paths) equal a fresh full
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,18 @@ def config(*args: str) -> Edit:
 
     def edit(root: Path, outside: Path) -> set[str]:
         Workspace.find(root).git.run(["config", *(a.format(out=outside) for a in args)])
+        return set()
+
+    return edit
+
+
+def user_git(*args: str) -> Edit:
+    """A git command on the user's index (``add -f``, ``commit``, ``rm --cached``): the files
+    it touches on disk are none (the watcher sees no path)."""
+
+    def edit(root: Path, _: Path) -> set[str]:
+        proc = Workspace.find(root).git.run(list(args), check=False)
+        assert proc.returncode == 0, proc.stderr
         return set()
 
     return edit
@@ -163,6 +176,41 @@ CASES = {
         (outside_file("git/ignore", "*.log\n"), outside_file("git/ignore", "*.txt\n")),
         xdg=True,
     ),
+    # A file the user's index tracks though the rules ignore it (force-added), deleted and
+    # written back: no listing names it again (dormant.py). It was lost from every later
+    # snapshot, and a rollback from before the deletion overwrote it with no salvage.
+    "a tracked file the rules ignore, deleted and written back": Case(
+        (
+            write(".gitignore", "*.log\n"),
+            files("keep.log", "a.txt"),
+            user_git("add", "-f", "keep.log"),
+            user_git("commit", "-q", "-m", "keep"),
+        ),
+        (delete("keep.log"), write("keep.log", "back\n"), write("keep.log", "again\n")),
+    ),
+    "a tracked folder the rules ignore, regenerated": Case(
+        (
+            write(".gitignore", "dist/\n"),
+            files("dist/app.js", "dist/app.css", "src/app.ts"),
+            user_git("add", "-f", "dist"),
+            user_git("commit", "-q", "-m", "dist"),
+        ),
+        (
+            delete("dist/app.js"),
+            delete("dist/app.css"),
+            write("dist/app.js", "built again\n"),
+            write("dist/app.css", "built again\n"),
+        ),
+    ),
+    "a tracked ignored file deleted, untracked by the user, written back": Case(
+        (
+            write(".gitignore", "*.log\n"),
+            files("keep.log"),
+            user_git("add", "-f", "keep.log"),
+            user_git("commit", "-q", "-m", "keep"),
+        ),
+        (delete("keep.log"), user_git("rm", "-q", "--cached", "keep.log"), files("keep.log")),
+    ),
     "info/exclude rewritten": Case(
         (files("x.log", "x.txt"),),
         (git_file("info/exclude", "*.log\n"), git_file("info/exclude", "*.txt\n")),
@@ -222,3 +270,49 @@ def test_a_snapshot_after_an_ignore_rule_change_equals_a_fresh_one(
                 tree = run.take(follow_changes=True).tree
         fresh = full_scan_tree(workspace, tmp_path / f"fresh-{number}")
         assert tree == fresh, f"step {number}"
+
+
+def test_a_tracked_ignored_file_written_back_is_salvaged_before_a_rollback(tmp_path: Path) -> None:
+    """What the dormant entries are for: the file the agent wrote back is in the salvage of a
+    rollback to a checkpoint from before, and the undo gives it back."""
+    root = make_repo(tmp_path / "repo")
+    for edit in (
+        write(".gitignore", "*.log\n"),
+        write("keep.log", "one\n"),
+        user_git("add", "-f", "keep.log"),
+        user_git("commit", "-q", "-m", "keep"),
+    ):
+        edit(root, tmp_path)
+    checkpoint_tree(root)
+    (root / "keep.log").unlink()
+    checkpoint_tree(root)
+    (root / "keep.log").write_text("written back\n")
+    checkpoint_tree(root)
+    rolled = run_paella_in_process(root, "rollback", "1", "--yes")
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    assert (root / "keep.log").read_text() == "one\n"
+    undone = run_paella_in_process(root, "rollback", "salvage:1", "--yes")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert (root / "keep.log").read_text() == "written back\n"
+
+
+@pytest.mark.parametrize("named", [[".env"], [".env", "../outside", "/etc/passwd"]])
+def test_a_dormant_path_the_memo_names_is_added_only_if_the_users_index_tracks_it(
+    tmp_path: Path, named: list[str]
+) -> None:
+    """The memo is the agent's to write: naming an ignored file the user does not track (a
+    secret) there brings nothing into a snapshot."""
+    root = make_repo(tmp_path / "repo")
+    write(".gitignore", ".env\n")(root, tmp_path)
+    write(".env", "TOKEN=secret\n")(root, tmp_path)
+    workspace = Workspace.find(root)
+    snapshotter = Snapshotter(workspace)
+    snapshotter.take_locked()
+    memo = json.loads(snapshotter.memo_file.read_text())
+    memo["dormant"] = named
+    snapshotter.memo_file.write_text(json.dumps(memo))
+    (root / "a.txt").write_text("a change\n")
+    tree = snapshotter.take_locked().tree
+    assert tree == full_scan_tree(workspace, tmp_path / "fresh")
+    listed = workspace.git.lines_z(["ls-tree", "-r", "-z", "--name-only", tree])
+    assert ".env" not in listed

@@ -185,9 +185,9 @@ def start(root: Path, tmp: Path) -> Snapshotter:
     (root / ".gitignore").write_text("build/\n*.log\n")
     (root / "keep.log").write_text("tracked though ignored\n")
     workspace = Workspace.find(root)
-    # The rules stay untracked: a tracked file deleted and then written back ignored is a
-    # case snapshots do not handle yet (the private index lost its entry with the deletion).
-    workspace.git.run(["add", "-f", "keep.log"])
+    # The rules tracked too: the edits delete and write back tracked files the rules ignore
+    # (keep.log, and .gitignore once it ignores itself), which store/dormant.py holds again.
+    workspace.git.run(["add", "-f", "keep.log", ".gitignore"])
     with state_dir(tmp / "run-state"):
         snapshotter = Snapshotter(workspace, max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
     snapshotter.changes.follow()

@@ -53,7 +53,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -460,6 +460,11 @@ class Git:
         """The object id ``rev`` names, or None when it does not resolve."""
         proc = self.run(["rev-parse", "--verify", "-q", rev], check=False)
         return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+
+def literal_pathspecs(paths: Iterable[str]) -> list[str]:
+    """Pathspecs that match these paths as they are (no glob), from the top of the work tree."""
+    return [f":(top,literal){p}" for p in paths]
 
 
 def encode_paths_z(paths: Sequence[str]) -> bytes:

@@ -47,9 +47,10 @@ from paella_tui.supervisor.base.owned_lock import OwnedLock
 from paella_tui.supervisor.store import early_reads, scan_listing
 from paella_tui.supervisor.store.change_feed import ChangeFeed
 from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, Churn, churning
+from paella_tui.supervisor.store.dormant import Dormant
 from paella_tui.supervisor.store.early_reads import CONFIG_ARGS
 from paella_tui.supervisor.store.git_words import CORRUPT_INDEX, MISSING_OBJECT
-from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.gitcli import Git, literal_pathspecs
 from paella_tui.supervisor.store.ignore_rules import IgnoreRules, folders_holding
 from paella_tui.supervisor.store.index_update import (
     AttributeSources,
@@ -124,6 +125,7 @@ class Snapshotter:
         self._git_config = (*PRIVATE_CONFIG, *self.attributes.pinned())
         self.git = Git(workspace.root, index_file=self.index_file, config=self._git_config)
         self.rules = IgnoreRules(workspace, self.git, self.exclude)
+        self.dormant = Dormant(workspace)
         """The ignore rules: whether they changed, what they leave out (:mod:`ignore_rules`)."""
         self.attribute_checks = 0
         """How many snapshots asked ``check-attr`` which hashed paths git may have converted."""
@@ -225,11 +227,15 @@ class Snapshotter:
         started_ns = time.time_ns()
         # The rules as they are before the listing applies them: a change after this shows next time.
         known_folders = (memo or {}).get("rule_folders")
-        look = self.rules.look(known_folders if isinstance(known_folders, list) else (), started_ns)
+        # The top folder's always: every work tree has one (no full scan after its first).
+        known = {"", *(known_folders if isinstance(known_folders, list) else ())}
+        look = self.rules.look(sorted(known), started_ns)
         if paths is not None:
             paths = self._scope(paths, memo, look)
         seed(self.index_file, self.workspace, self.git, self.raw)
         status, untracked = self._listing(paths)
+        back, away = self.dormant.back(memo)  # tracked, ignored files written back (dormant.py)
+        untracked = list(dict.fromkeys([*untracked, *back]))
         pairs = list(zip(status[0::2], status[1::2], strict=True))
         gone = [path for code, path in pairs if code == "D"]
         changed = [path for code, path in pairs if code != "D"]
@@ -247,7 +253,7 @@ class Snapshotter:
             self.attribute_checks += 1
             self.raw.keep_raw_bytes(self.raw.converting(to_update))
         return self._finish(
-            memo, changed, gone, untracked, skipped, churn.state, (started_ns, look)
+            memo, changed, gone, untracked, skipped, churn.state, (started_ns, look, away)
         )
 
     def _listing(self, paths: list[str] | None) -> tuple[list[str], list[str]]:
@@ -271,7 +277,7 @@ class Snapshotter:
     def _diff_args(paths: Sequence[str]) -> list[str]:
         """``diff-files`` over ``paths`` (none: every entry), as literal pathspecs: a changed
         path is that path (or, for a folder gone, its content)."""
-        return [*scan_listing.DIFF_START, "--", *_literal(paths)]
+        return [*scan_listing.DIFF_START, "--", *literal_pathspecs(paths)]
 
     def _others_args(self, paths: Sequence[str] | None) -> list[str]:
         """``ls-files --others`` (untracked, not ignored) over ``paths`` (None: the whole tree)."""
@@ -280,7 +286,7 @@ class Snapshotter:
             *self._exclude_args(),
             "--",
             *self._state_dir_pathspec(),
-            *_literal(paths or ()),
+            *literal_pathspecs(paths or ()),
         ]
 
     def _full_listing(self) -> tuple[list[str], list[str]]:
@@ -347,7 +353,7 @@ class Snapshotter:
         untracked: list[str],
         skipped: list[SkippedFile],
         churn: dict[str, list[int]],
-        rules_seen: tuple[int, dict[str, object]],
+        rules_seen: tuple[int, dict[str, object], list[str]],
     ) -> Snapshot:
         """Write the tree and the memo for the next snapshot."""
         # Two whole-index scans are needed only when what they find can have changed: the memo
@@ -355,7 +361,7 @@ class Snapshotter:
         known_folders = (memo or {}).get("rule_folders")
         known = set(known_folders) if isinstance(known_folders, list) else set()
         folders = known | folders_holding([*changed, *untracked])
-        started_ns, look = rules_seen
+        started_ns, look, away = rules_seen
         rules_changed = self.rules.changed(memo, look)
         if rules_changed:
             self.rules.drop_newly_ignored()
@@ -396,6 +402,7 @@ class Snapshotter:
             blind=blind,
             skipped=[s.path for s in skipped],
             scan=self.scan_spec(),
+            dormant=self.dormant.memo(away, gone),
         )
         return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(links))
 
@@ -487,8 +494,3 @@ def _lstat(path: os.PathLike[str]) -> os.stat_result | None:
         return os.lstat(path)
     except OSError:
         return None
-
-
-def _literal(paths: Iterable[str]) -> list[str]:
-    """Pathspecs that match these paths as they are (no glob), from the top of the work tree."""
-    return [f":(top,literal){p}" for p in paths]
