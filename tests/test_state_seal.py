@@ -14,6 +14,7 @@ protect against".)
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +23,10 @@ from typing import Any
 import pytest
 from conftest import GitRunner
 from hostile_project import FINISHED_GROUP, HostileProject, finished_project, no_traceback
+from hypothesis import given
+from hypothesis import strategies as st
 
+from paella_tui.supervisor.base import state_seal
 from paella_tui.supervisor.base.state_seal import seal_path
 from paella_tui.supervisor.run import state_store
 
@@ -115,3 +119,10 @@ def test_a_kept_state_paella_wrote_is_taken_and_its_seal_lives_outside_the_work_
     written = kept.read_bytes()
     answers(p)
     assert kept.read_bytes() == written  # nothing new in the ledger: taken, not folded again
+
+
+@given(st.binary(max_size=4096))
+def test_the_seal_digest_is_sha256_whichever_implementation_computes_it(data: bytes) -> None:
+    """The seal takes CPython's own sha256 (no OpenSSL load) when there is one: a seal written by
+    one Python is read by another."""
+    assert state_seal._sha256(data) == hashlib.sha256(data).hexdigest()
