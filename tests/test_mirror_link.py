@@ -208,3 +208,29 @@ def test_a_ref_a_killed_paella_left_in_the_link_does_not_stop_the_next_fetch(
     for ref, commit in saved:
         assert mirror.restore_ref(ref) and git(repo, "rev-parse", ref) == commit
     assert git(link, "--git-dir", str(link), "for-each-ref") == ""
+
+
+def test_a_link_that_cannot_be_made_is_a_warning_never_a_traceback(
+    repo: Path, git: GitRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """paella's state home is a file (or unwritable): a remote mirror cannot be reached, which
+    every caller says as a failure (a save's warning, no refs, no state) and none raises."""
+    real = tmp_path / "elsewhere.git"
+    git(tmp_path, "init", "-q", "--bare", str(real))
+    monkeypatch.setenv("PAELLA_MIRROR", f"file://{real}")
+    blocked = tmp_path / "state-home-is-a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocked))
+    ws = Workspace.find(repo)
+    run = RunStore(ws).create(None, manual=True)
+    (repo / "f.txt").write_text("x\n")
+    record = take_checkpoint(run, Snapshotter(ws), label="one")
+    said = save_to_mirror(run)
+    assert said is not None and "mirror" in said
+    mirror = Mirror.for_workspace(ws)
+    assert mirror.refs(run.run_id) is None
+    assert mirror.state(run.run_id) is None
+    assert mirror.run_ids() == []
+    assert mirror.restore_ref(record.ref) is False
+    mirror.forget(run.run_id)
+    assert git(real, "for-each-ref") == ""

@@ -365,7 +365,10 @@ class Mirror:
             with contextlib.suppress(GitError):
                 store.delete_refs(refs)
             return
-        self.link.run(["push", "--quiet", "--no-verify", self.url, *(f":{ref}" for ref in refs)])
+        with contextlib.suppress(OSError, GitError):  # no link can be made: nothing to forget
+            self.link.run(
+                ["push", "--quiet", "--no-verify", self.url, *(f":{ref}" for ref in refs)]
+            )
 
     def restore_ref(self, ref: str) -> bool:
         """Fetch ``ref`` from the mirror into the repository (objects and all); True if it worked.
