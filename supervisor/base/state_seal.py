@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
+
+# Not `typing.TYPE_CHECKING`, and `pathlib` only where a Path is made: the status bar's line reads
+# seals, and `typing` and `pathlib` are ~10 ms of its start (mypy reads any TYPE_CHECKING as true).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SEALS = "seals"
 """The folder of seals in ``<state home>/paella``."""
@@ -35,19 +40,35 @@ def _sha256(data: bytes) -> str:
     return str(sha256(data).hexdigest())
 
 
+def _home() -> str:
+    value = os.environ.get("XDG_STATE_HOME", "")
+    return (
+        value if os.path.isabs(value) else os.path.join(os.path.expanduser("~"), ".local", "state")
+    )
+
+
 def state_home() -> Path:
     """``$XDG_STATE_HOME`` (an absolute path), else ``~/.local/state``."""
-    value = os.environ.get("XDG_STATE_HOME", "")
-    return Path(value) if os.path.isabs(value) else Path.home() / ".local" / "state"
+    from pathlib import Path
+
+    return Path(_home())
 
 
-def seal_path(kept: Path) -> Path:
+def _seal_file(kept: str | os.PathLike[str]) -> str:
+    where = os.path.realpath(os.path.dirname(os.fspath(kept)))
+    return os.path.join(
+        _home(), "paella", SEALS, _sha256(where.encode(errors="surrogateescape"))[:32]
+    )
+
+
+def seal_path(kept: str | os.PathLike[str]) -> Path:
     """Where the seal of the kept state file ``kept`` lives."""
-    where = os.path.realpath(kept.parent).encode(errors="surrogateescape")
-    return state_home() / "paella" / SEALS / _sha256(where)[:32]
+    from pathlib import Path
+
+    return Path(_seal_file(kept))
 
 
-def write_seal(kept: Path, data: bytes) -> None:
+def write_seal(kept: str | os.PathLike[str], data: bytes) -> None:
     """Record ``data`` (what was just written to ``kept``) as the kept state (best effort)."""
     # Imported here: the status bar's line only reads seals, and loads no more than it must.
     from paella_tui.supervisor.base.files import write_atomic
@@ -57,10 +78,11 @@ def write_seal(kept: Path, data: bytes) -> None:
         write_atomic(seal_path(kept), _sha256(data).encode(), durable=False)
 
 
-def sealed(kept: Path, data: bytes) -> bool:
+def sealed(kept: str | os.PathLike[str], data: bytes) -> bool:
     """``data`` (read from ``kept``) is what paella last wrote there."""
     try:
-        recorded = seal_path(kept).read_bytes()
+        with open(_seal_file(kept), "rb") as handle:
+            recorded = handle.read()
     except OSError:
         return False
     return recorded == _sha256(data).encode()
