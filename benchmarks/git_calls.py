@@ -26,7 +26,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 ENV = "PAELLA_GIT_CALLS"
-_OPTIONS_WITH_VALUE = frozenset({"-c", "-C", "--git-dir", "--work-tree", "--namespace"})
 _PRODUCT = ("/supervisor/", "/paella_tui/", "/widgets/")
 _lock = threading.Lock()
 _installed = False
@@ -34,13 +33,14 @@ _installed = False
 
 def git_command(argv: Sequence[str]) -> list[str] | None:
     """The git subcommand and its arguments in ``argv`` (through setpriv and sh), or None."""
+    # Imported on the first git start seen: a sitecustomize loads this module into every Python.
+    from paella_tui.supervisor.store.git_programs import subcommand_at
+
     items = [str(a) for a in argv]
     for i, item in enumerate(items):
         if os.path.basename(item) == "git":
             rest = items[i + 1 :]
-            j = 0
-            while j < len(rest) and rest[j].startswith("-"):
-                j += 2 if rest[j] in _OPTIONS_WITH_VALUE else 1
+            j = subcommand_at(rest)
             # The mirror's commands are told apart by their --git-dir.
             mirror = any(a.startswith("--git-dir") for a in rest[:j])
             return (["[mirror]"] if mirror else []) + rest[j:]

@@ -28,11 +28,10 @@ import pytest
 from conftest import GitRunner, TreeState, capture_tree
 
 from paella_tui.supervisor.run.runs import RunStore
+from paella_tui.supervisor.store.git_programs import subcommand_at
 from paella_tui.supervisor.store.mirror import STATE_REF, Mirror, clone_holds_only_branches
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
-
-_OPTIONS_WITH_VALUE = frozenset({"-c", "-C", "--git-dir", "--work-tree", "--namespace"})
 
 
 def _subcommand(argv: list[str]) -> str | None:
@@ -40,10 +39,7 @@ def _subcommand(argv: list[str]) -> str | None:
     for i, item in enumerate(argv):
         if os.path.basename(item) == "git":
             rest = argv[i + 1 :]
-            j = 0
-            while j < len(rest) and rest[j].startswith("-"):
-                j += 2 if rest[j] in _OPTIONS_WITH_VALUE else 1
-            words = rest[j : j + 2]
+            words = rest[subcommand_at(rest) :][:2]
             return " ".join(words) if words[:1] == ["config"] else (words[0] if words else "")
     return None
 

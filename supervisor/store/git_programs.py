@@ -102,13 +102,20 @@ _GLOBAL_OPTIONS_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", 
 _MAX_ROUNDS = 4
 
 
+def subcommand_at(args: Sequence[str]) -> int:
+    """Where the subcommand is in git's ``args``: after the leading global options (``-c K=V``,
+    ``--git-dir X``, ``--no-pager``...); ``len(args)`` when there is none."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in _GLOBAL_OPTIONS_WITH_VALUE else 1
+    return min(i, len(args))
+
+
 def guarded_args(args: Sequence[str]) -> list[str]:
     """``args`` with :data:`COMMAND_FLAGS` put right after the subcommand (leading global
     options such as ``--git-dir X`` are skipped to find it)."""
     out = list(args)
-    i = 0
-    while i < len(out) and out[i].startswith("-"):
-        i += 2 if out[i] in _GLOBAL_OPTIONS_WITH_VALUE else 1
+    i = subcommand_at(out)
     if i < len(out) and out[i] in COMMAND_FLAGS:
         out[i + 1 : i + 1] = COMMAND_FLAGS[out[i]]
     return out
