@@ -118,8 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # snapshotter ask git first (store/early_reads.py).
     from paella_tui.supervisor.store import early_reads, scan_listing
 
-    root = scan_listing.start_early()
-    early_reads.start(_cwd(), root)
+    scan_listing.start_early()
+    early_reads.start(_cwd())
     try:
         return _main(argv, words)
     finally:

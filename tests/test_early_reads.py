@@ -1,4 +1,4 @@
-"""The questions ``paella checkpoint`` asks git first, started before its imports
+"""The question ``paella checkpoint`` asks git first, started before its imports
 (``store/early_reads.py``, issue 17): an answer taken early is the one asking git then gives,
 in every layout (the work tree's top, a subfolder, a linked worktree, configured exclude and
 attributes files, an include), and any change to what it is made of in between drops it."""
@@ -15,7 +15,7 @@ import pytest
 from conftest import GitRunner, make_repo
 
 from paella_tui.supervisor.store import early_reads
-from paella_tui.supervisor.store.early_reads import CONFIG_ARGS, WORKSPACE_ARGS
+from paella_tui.supervisor.store.early_reads import WORKSPACE_ARGS
 from paella_tui.supervisor.store.gitcli import Git
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -38,11 +38,9 @@ def _layout(kind: str, tmp_path: Path, git: GitRunner) -> tuple[Path, Path]:
     return repo, repo
 
 
-def _asked_now(folder: Path, root: Path) -> tuple[Workspace, bytes]:
-    """What the workspace and the snapshotter's question give with no early read."""
-    workspace = Workspace.find(folder)
-    config = Git(root).run(CONFIG_ARGS, check=False).stdout
-    return workspace, config
+def _asked_now(folder: Path) -> Workspace:
+    """What the workspace's question gives with no early read."""
+    return Workspace.find(folder)
 
 
 LAYOUTS = ["top", "subfolder", "worktree", "configured", "include"]
@@ -52,19 +50,16 @@ LAYOUTS = ["top", "subfolder", "worktree", "configured", "include"]
 def test_an_early_answer_is_the_answer_git_gives_then(
     kind: str, tmp_path: Path, git: GitRunner
 ) -> None:
-    folder, root = _layout(kind, tmp_path, git)
-    expected = _asked_now(folder, root)
+    folder, _root = _layout(kind, tmp_path, git)
+    expected = _asked_now(folder)
     before = early_reads.taken
-    early_reads.start(folder, root.resolve())
+    early_reads.start(folder)
     try:
         workspace = Workspace.find(folder)
-        git_root = Git(workspace.root)
-        answer = early_reads.take(git_root, CONFIG_ARGS)
     finally:
         early_reads.discard()
-    assert early_reads.taken - before == 2
-    assert answer is not None and answer.returncode in (0, 1)
-    assert (workspace, answer.stdout) == expected
+    assert early_reads.taken - before == 1
+    assert workspace == expected
 
 
 def _edit_config(repo: Path, tmp_path: Path, git: GitRunner) -> None:
@@ -101,17 +96,15 @@ def test_a_change_to_what_an_answer_is_made_of_drops_it(
     (tmp_path / "global.config").write_text("")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "global.config"))
     folder, root = _layout("include", tmp_path, git)
-    early_reads.start(folder, root.resolve())
+    early_reads.start(folder)
     try:
         EDITS[edit](root, tmp_path, git)
         before = early_reads.taken
         workspace = Workspace.find(folder)
-        answer = early_reads.take(Git(workspace.root), CONFIG_ARGS)
         assert early_reads.taken == before
-        assert answer is None
     finally:
         early_reads.discard()
-    assert (workspace, Git(root).run(CONFIG_ARGS, check=False).stdout) == _asked_now(folder, root)
+    assert workspace == _asked_now(folder)
 
 
 def test_another_folder_environment_or_question_takes_nothing(
@@ -119,12 +112,14 @@ def test_another_folder_environment_or_question_takes_nothing(
 ) -> None:
     folder, root = _layout("subfolder", tmp_path, git)
     before = early_reads.taken
-    early_reads.start(folder, root.resolve())
+    early_reads.start(folder)
     try:
         assert early_reads.take(Git(root), WORKSPACE_ARGS) is None  # asked from the subfolder
+        early_reads.start(folder)
         monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'core.excludesfile=/elsewhere'")
-        assert early_reads.take(Git(root.resolve()), CONFIG_ARGS) is None  # another environment
-        assert early_reads.take(Git(root.resolve()), ["config", "--list"]) is None
+        assert early_reads.take(Git(folder.resolve()), WORKSPACE_ARGS) is None  # another env
+        early_reads.start(folder)
+        assert early_reads.take(Git(folder.resolve()), ["config", "--list"]) is None
     finally:
         early_reads.discard()
     assert early_reads.taken == before
@@ -133,37 +128,15 @@ def test_another_folder_environment_or_question_takes_nothing(
 def test_each_answer_is_used_once_and_nothing_is_left_running(
     tmp_path: Path, git: GitRunner
 ) -> None:
-    folder, root = _layout("top", tmp_path, git)
-    early_reads.start(folder, root.resolve())
+    folder, _root = _layout("top", tmp_path, git)
+    early_reads.start(folder)
     procs = [read.proc for read in early_reads._reads.values()]
-    assert len(procs) == 2
+    assert len(procs) == 1
     assert early_reads.take(Git(folder.resolve()), WORKSPACE_ARGS) is not None
     assert early_reads.take(Git(folder.resolve()), WORKSPACE_ARGS) is None
     early_reads.discard()
     assert all(proc.returncode is not None for proc in procs)  # reaped, never a zombie
     assert early_reads._reads == {}
-
-
-@pytest.mark.parametrize("root", [None, "elsewhere", "subfolder"])
-def test_no_root_that_holds_the_folder_asks_only_where_the_workspace_is(
-    root: str | None, tmp_path: Path, git: GitRunner
-) -> None:
-    """Without a snapshot's memo (the first checkpoint, or a memo not understood) the work
-    tree's root is not known, and a memo's root that does not hold the current folder (the
-    agent can write the memo) is not this work tree's: only the workspace's question starts,
-    from the current folder."""
-    folder = make_repo(tmp_path / "repo", git)
-    (folder / "sub").mkdir()
-    named = {
-        None: None,
-        "elsewhere": make_repo(tmp_path / "other", git),
-        "subfolder": folder / "sub",
-    }
-    early_reads.start(folder, named[root])
-    try:
-        assert set(early_reads._reads) == {WORKSPACE_ARGS}
-    finally:
-        early_reads.discard()
 
 
 PROBE = r"""
@@ -176,11 +149,11 @@ print(code, early_reads.taken, scan_listing.used)
 """
 
 
-def test_paella_checkpoint_takes_both_answers_once_a_snapshot_left_its_memo(
+def test_paella_checkpoint_takes_the_early_answer_and_the_early_scan_once_a_memo_is_there(
     tmp_path: Path, git: GitRunner
 ) -> None:
-    """The first checkpoint (no memo: the root is not known yet) takes the workspace's answer;
-    the next one both, with the early scan's."""
+    """Each checkpoint takes the workspace's early answer; the second (a snapshot left its memo)
+    the early scan's too."""
     folder, _root = _layout("configured", tmp_path, git)
     answers = []
     for _ in range(2):
@@ -189,4 +162,4 @@ def test_paella_checkpoint_takes_both_answers_once_a_snapshot_left_its_memo(
             [sys.executable, "-c", PROBE], cwd=folder, capture_output=True, text=True, check=True
         )
         answers.append(proc.stdout.split())
-    assert answers == [["0", "1", "0"], ["0", "2", "1"]]
+    assert answers == [["0", "1", "0"], ["0", "1", "1"]]

@@ -1,21 +1,21 @@
 """Read-only git questions a command asks first, started before its imports (issue 17).
 
 ``paella checkpoint`` asks git where the workspace is (``rev-parse``: :meth:`Workspace.find`)
-and which exclude and attributes files the configuration names (``config``: the snapshotter),
-one after the other, after ~100 ms of imports. :func:`start` runs them during the imports,
-beside the early scan (:mod:`~paella_tui.supervisor.store.scan_listing`), and :func:`take`
-gives an answer to the code that asks only when nothing it depends on can have changed:
+first, after ~100 ms of imports. :func:`start` runs it during the imports, beside the early scan
+(:mod:`~paella_tui.supervisor.store.scan_listing`); starting it reads the configuration's filter
+drivers and the settings a snapshot needs (``git_programs.ConfigWatch``, which every command runs
+with), so that read is done early too. :func:`take` gives the answer to the code that asks only
+when nothing it depends on can have changed:
 
 - the same command line as would run now (gitcli's options, the filter drivers turned off as the
   configuration names them at this moment), folder and environment;
 - the same configuration: every file git reads it from (the repository's, the worktree's, the
   global and system files, each include) holds the same bytes, the git dirs are found where they
-  were, and HEAD is the same (``git_programs.ConfigWatch``'s key). That is everything either
-  answer is made of: ``rev-parse`` reads the ``.git`` layout and ``core.bare``/``core.worktree``,
-  ``config`` the files themselves.
+  were, and HEAD is the same (``git_programs.ConfigWatch``'s key). That is everything the answer
+  is made of: ``rev-parse`` reads the ``.git`` layout and ``core.bare``/``core.worktree``.
 
 Anything else, and the answer is dropped and git asked again; each answer is used at most once.
-Both are read-only (``GIT_OPTIONAL_LOCKS=0``, no write of any kind), so one left running by a
+The question is read-only (``GIT_OPTIONAL_LOCKS=0``, no write of any kind), so one left running by a
 killed paella changes nothing.
 """
 
@@ -38,8 +38,6 @@ WORKSPACE_ARGS = (
     "--is-bare-repository",
 )
 """What :meth:`~paella_tui.supervisor.store.workspace.Workspace.find` asks."""
-CONFIG_ARGS = ("config", "-z", "--get-regexp", r"^core\.(excludesfile|attributesfile)$")
-"""What a :class:`~paella_tui.supervisor.store.snapshot.Snapshotter` asks of the configuration."""
 
 
 class _Read:
@@ -87,17 +85,11 @@ taken = 0
 """How many answers this process took from an early read (for tests and benchmarks)."""
 
 
-def start(folder: Path, root: Path | None) -> None:
-    """Ask where the workspace at ``folder`` is and, with the work tree's ``root`` (as the last
-    snapshot recorded it), its exclude and attributes files (best effort: nothing on any doubt)."""
+def start(folder: Path) -> None:
+    """Ask where the workspace at ``folder`` is (best effort: nothing on any doubt)."""
     discard()
     with contextlib.suppress(OSError, ValueError):
-        folder = folder.resolve()
-        _reads[WORKSPACE_ARGS] = _Read(Git(folder), WORKSPACE_ARGS)
-        # The memo lies in the git dir, where the agent writes: a root that does not hold the
-        # current folder is not this work tree's, and nothing is asked there.
-        if root is not None and folder.is_relative_to(root):
-            _reads[CONFIG_ARGS] = _Read(Git(root), CONFIG_ARGS)
+        _reads[WORKSPACE_ARGS] = _Read(Git(folder.resolve()), WORKSPACE_ARGS)
 
 
 def take(git: Git, args: Sequence[str]) -> subprocess.CompletedProcess[bytes] | None:

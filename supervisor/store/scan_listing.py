@@ -120,18 +120,16 @@ used = 0
 """How many snapshots in this process took an early scan's answer (for tests and benchmarks)."""
 
 
-def start_early(cwd: Path | None = None) -> Path | None:
+def start_early(cwd: Path | None = None) -> None:
     """Start the listings the last snapshot of the workspace at ``cwd`` (default: the current
-    folder) ran (best effort: any doubt, and nothing is started); the work tree's root as that
-    snapshot recorded it (None when there is no memo to read)."""
+    folder) ran (best effort: any doubt, and nothing is started)."""
     global _early
     discard_early()
-    root = None
     try:
         # Found as git looks for it (a guess: the snapshot checks everything before taking it).
         dirs = git_dirs(cwd or Path.cwd())
         if dirs is None:
-            return None
+            return
         git_dir = dirs[0].resolve()
         override = os.environ.get(STATE_DIR_ENV)
         state_dir = Path(override).resolve() if override else git_dir / "paella"
@@ -139,22 +137,20 @@ def start_early(cwd: Path | None = None) -> Path | None:
             scan = json.loads(handle.read()).get("scan")
         index_file = Path(scan["index"])
         if index_file != state_dir / INDEX_NAME:
-            return None
+            return
         config = [(str(k), str(v)) for k, v in scan["config"]]
         diff_args = [str(a) for a in scan["diff"]]
         others_args = [str(a) for a in scan["others"]]
         if not _plain(config, diff_args, others_args):
-            return None
-        root = Path(scan["root"])
-        git = Git(root, index_file=index_file, config=config)
+            return
+        git = Git(Path(scan["root"]), index_file=index_file, config=config)
         # Stamped before the listings open it: a replacement after this shows at take_early.
         stamp = index_stamp(index_file)
         if stamp is None:
-            return root
+            return
         _early = _Early(Listing(git, diff_args, others_args), index_file, stamp)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass
-    return root
 
 
 # What a snapshotter's listings are run with (snapshot.py, raw_blobs.PRIVATE_CONFIG,

@@ -44,11 +44,10 @@ from typing import Any
 from paella_tui.supervisor.base.errors import GitError
 from paella_tui.supervisor.base.files import ensure_dir
 from paella_tui.supervisor.base.owned_lock import OwnedLock
-from paella_tui.supervisor.store import early_reads, scan_listing
+from paella_tui.supervisor.store import scan_listing
 from paella_tui.supervisor.store.change_feed import ChangeFeed
 from paella_tui.supervisor.store.churn import CHURN_MIN_SIZE, CHURN_REASON, Churn, churning
 from paella_tui.supervisor.store.dormant import Dormant
-from paella_tui.supervisor.store.early_reads import CONFIG_ARGS
 from paella_tui.supervisor.store.git_words import CORRUPT_INDEX, MISSING_OBJECT
 from paella_tui.supervisor.store.gitcli import Git, literal_pathspecs
 from paella_tui.supervisor.store.ignore_rules import IgnoreRules, folders_holding
@@ -117,10 +116,9 @@ class Snapshotter:
         self.index_file = workspace.state_dir / "snapshot.index"
         self.lock_file = workspace.state_dir / "snapshot.lock"
         self.memo_file = workspace.state_dir / "snapshot.memo.json"
-        # One git process reads all the user's configuration a snapshot needs (asked already
-        # while `paella checkpoint` imported: early_reads checks that the answer still holds).
-        git = workspace.git
-        config = (early_reads.take(git, CONFIG_ARGS) or git.run(CONFIG_ARGS, check=False)).stdout
+        # The user's configuration a snapshot needs comes with the read of the filter drivers
+        # every git command depends on (git_programs.ConfigWatch): no process of its own.
+        config = workspace.git.settings()
         self.attributes = AttributeSources(workspace, config)
         self._git_config = (*PRIVATE_CONFIG, *self.attributes.pinned())
         self.git = Git(workspace.root, index_file=self.index_file, config=self._git_config)
