@@ -36,7 +36,8 @@ WAYS = {
     "setpriv": "vfork, `setpriv --pdeathsig KILL -- git` (the `store` writes: objects, "
     "paella's refs)",
     "setpriv+sh": "vfork, setpriv then /bin/sh's parent check, then git (the `checked` writes: "
-    "the private index, the user's work tree, index and refs)",
+    "the user's work tree, index and refs; the private index's without a death group)",
+    "group": "vfork, joining the death group (objects, paella's refs, the private index)",
 }
 
 
@@ -48,12 +49,13 @@ def _cpu_s() -> float:
 
 def child(megabytes: int, starts: int, rounds: int) -> None:
     """Hold ``megabytes`` of written memory; print one JSON line of CPU and wall ms per start."""
-    from paella_tui.supervisor.store.gitcli import (
+    from paella_tui.supervisor.store import death_group
+    from paella_tui.supervisor.store.git_start import (
         death_signal_program,
         die_with_parent,
-        git_program,
         start_argv,
     )
+    from paella_tui.supervisor.store.gitcli import git_program
 
     held = [bytearray(4096) for _ in range(megabytes * 256)]
     git = [git_program(None), "--version"]
@@ -63,19 +65,29 @@ def child(megabytes: int, starts: int, rounds: int) -> None:
     probe = {"cpu_ms": (_cpu_s() - cpu) * 1000, "wall_ms": (time.perf_counter() - began) * 1000}
     if setpriv is None:
         raise SystemExit("no setpriv with --pdeathsig on PATH: nothing to compare")
+    group = death_group.group()
+    if group is None:
+        raise SystemExit("no death group can be made here: nothing to compare")
     argv = {
-        "plain": (git, None),
-        "hook": (git, die_with_parent()),
-        "setpriv": start_argv(git, "store", None),
-        "setpriv+sh": start_argv(git, "checked", None),
+        "plain": (git, None, None),
+        "hook": (git, die_with_parent(), None),
+        "setpriv": (*start_argv(git, "store", None), None),
+        "setpriv+sh": (*start_argv(git, "checked", None), None),
+        "group": (git, None, group),
     }
     cpu_ms: dict[str, list[float]] = {way: [] for way in WAYS}
     wall_ms: dict[str, list[float]] = {way: [] for way in WAYS}
     for _ in range(rounds):
-        for way, (command, hook) in argv.items():
+        for way, (command, hook, pgid) in argv.items():
             cpu, began = _cpu_s(), time.perf_counter()
             for i in range(starts):
-                subprocess.run(command, stdout=subprocess.DEVNULL, preexec_fn=hook, check=True)
+                subprocess.run(
+                    command,
+                    stdout=subprocess.DEVNULL,
+                    preexec_fn=hook,
+                    process_group=pgid,
+                    check=True,
+                )
                 held[i % len(held)][0] = i & 0xFF  # paella keeps working between starts
             wall_ms[way].append((time.perf_counter() - began) / starts * 1000)
             cpu_ms[way].append((_cpu_s() - cpu) / starts * 1000)

@@ -18,6 +18,8 @@ import psutil
 import tomli_w
 from conftest import GitRunner, TreeState, capture_tree
 
+from paella_tui.supervisor.store import death_group
+
 AGENT = Path(__file__).parent / "run_agents" / "plan_agent.py"
 
 Step = list[Any]
@@ -120,11 +122,14 @@ class PlannedRepo:
 
 
 def new_children(before: set[tuple[int, float]]) -> list[psutil.Process]:
-    """This process's descendants that were not there when the test began (zombies included)."""
+    """This process's descendants that were not there when the test began (zombies included),
+    but for its death group's leader and keeper (store/death_group.py): this process's own for
+    as long as it lives, made by the first write that needed them, whichever test that was."""
     found = []
+    own = set(death_group.members())
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if (child.pid, child.create_time()) not in before:
+            if (child.pid, child.create_time()) not in before and child.pid not in own:
                 found.append(child)
     return found
 

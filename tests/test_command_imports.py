@@ -48,6 +48,9 @@ CORE = {
     "paella_tui.supervisor.base.errors",
     "paella_tui.supervisor.base.files",
     "paella_tui.supervisor.store.gitcli",
+    # how each git child dies with paella: its start (git_start) and the group it joins
+    "paella_tui.supervisor.store.git_start",
+    "paella_tui.supervisor.store.death_group",
     # what keeps every git command from starting a program the repository's configuration names
     "paella_tui.supervisor.store.git_programs",
     "paella_tui.supervisor.base.globs",

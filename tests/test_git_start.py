@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.store import gitcli
-from paella_tui.supervisor.store.gitcli import Git, StartKind, start_kind
+from paella_tui.supervisor.store import death_group, git_start
+from paella_tui.supervisor.store.git_start import StartKind, start_kind
+from paella_tui.supervisor.store.gitcli import Git
 
 SETPRIV = shutil.which("setpriv")
 needs_setpriv = pytest.mark.skipif(
-    gitcli.death_signal_program(os.environ.get("PATH")) is None,
+    git_start.death_signal_program(os.environ.get("PATH")) is None,
     reason="no setpriv with --pdeathsig here: only the fallback hook can be exercised",
 )
 
@@ -126,19 +127,23 @@ def test_each_command_is_classed_by_what_it_really_writes(
 
 
 @needs_setpriv
-def test_writes_start_through_setpriv_and_checked_ones_check_their_parent(repo: Path) -> None:
-    setpriv = gitcli.death_signal_program(os.environ.get("PATH"))
+def test_writes_start_through_setpriv_and_checked_ones_check_their_parent(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(death_group, "disabled", True)  # setpriv's way, as where no group is
+    setpriv = git_start.death_signal_program(os.environ.get("PATH"))
     git = Git(repo)
     program = git.command([])[0]
 
-    argv, hook = git.how_to_start(["rev-parse", "HEAD"])
-    assert (argv[0], hook) == (program, None)
+    argv, hook, group = git.how_to_start(["rev-parse", "HEAD"])
+    assert (argv[0], hook, group) == (program, None, None)
 
-    argv, hook = git.how_to_start(["hash-object", "-w", "--stdin"])
+    argv, hook, group = git.how_to_start(["hash-object", "-w", "--stdin"])
     assert argv[:5] == [setpriv, "--pdeathsig", "KILL", "--", program]
-    assert hook is None
+    assert (hook, group) == (None, None)
 
-    argv, hook = git.how_to_start(["read-tree", "--reset", "HEAD"])
+    argv, hook, group = git.how_to_start(["read-tree", "--reset", "HEAD"])
+    assert group is None
     assert argv[:4] == [setpriv, "--pdeathsig", "KILL", "--"]
     assert argv[4:6] == ["/bin/sh", "-c"]
     assert argv[7:10] == ["sh", str(os.getpid()), program]
@@ -151,8 +156,8 @@ def test_a_checked_write_whose_paella_is_gone_never_starts_git(repo: Path) -> No
     checked writes: started by anything but the paella it names, the command runs no git."""
     git = Git(repo)
     args = ["update-ref", "refs/heads/stray", "HEAD"]
-    argv, hook = git.how_to_start(args)
-    assert hook is None
+    argv, hook, group = git.how_to_start(args)
+    assert (hook, group) == (None, None)  # the user's branch: never the death group
     # A shell in between: setpriv's parent is then not this process, as when paella died
     # and setpriv was adopted.
     proc = subprocess.run(
@@ -201,15 +206,16 @@ def test_a_write_does_not_fork_paella(repo: Path, args: list[str], private: bool
 def test_without_setpriv_writes_fall_back_to_the_hook(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(death_group, "disabled", True)
     bin_dir = tmp_path / "only-git"
     bin_dir.mkdir()
     (bin_dir / "git").symlink_to(shutil.which("git") or "git")
     monkeypatch.setenv("PATH", str(bin_dir))
     git = Git(repo)
     for args in (["hash-object", "-w", "--stdin"], ["read-tree", "--reset", "HEAD"]):
-        argv, hook = git.how_to_start(args)
+        argv, hook, _group = git.how_to_start(args)
         assert argv[0] == str(bin_dir / "git")
-        assert hook is not None and hook is gitcli.die_with_parent()
+        assert hook is not None and hook is git_start.die_with_parent()
     assert git.out(["hash-object", "-w", "--stdin"], input=b"x\n")
     assert git.how_to_start(["rev-parse", "HEAD"])[1] is None
 
@@ -234,6 +240,7 @@ def test_a_setpriv_that_cannot_is_tried_once_and_passed_over(
     )
     old.chmod(0o755)
     path_var = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    monkeypatch.setattr(death_group, "disabled", True)
 
     # Through Git.run, the first write is the trial: refused, it runs again with the hook.
     monkeypatch.setenv("PATH", path_var)
@@ -243,14 +250,15 @@ def test_a_setpriv_that_cannot_is_tried_once_and_passed_over(
     assert (tmp_path / "starts").read_text() == "started\n"
     assert git.how_to_start(["hash-object", "-w", "--stdin"]) == (
         git.command(["hash-object", "-w", "--stdin"]),
-        gitcli.die_with_parent(),
+        git_start.die_with_parent(),
+        None,
     )
     git.run(["update-ref", "refs/heads/checked", "HEAD"])
     assert (tmp_path / "starts").read_text() == "started\n"  # never again in this process
     assert git.rev_parse("refs/heads/checked") == git.rev_parse("HEAD")
 
     # Asked beforehand (popen's streams cannot be run twice), it is tried on its own.
-    gitcli._setpriv_works.clear()
-    assert gitcli.death_signal_program(path_var) is None
-    argv, hook = gitcli.start_argv(["git", "write-tree"], "store", path_var)
-    assert (argv, hook) == (["git", "write-tree"], gitcli.die_with_parent())
+    git_start._setpriv_works.clear()
+    assert git_start.death_signal_program(path_var) is None
+    argv, hook = git_start.start_argv(["git", "write-tree"], "store", path_var)
+    assert (argv, hook) == (["git", "write-tree"], git_start.die_with_parent())

@@ -249,8 +249,10 @@ def test_a_failing_reference_transaction_hook_does_not_block_checkpoints(
 HOLDER = """
 import sys, time
 from pathlib import Path
+from paella_tui.supervisor.store import death_group
 from paella_tui.supervisor.store.gitcli import Git
-repo, index = Path(sys.argv[1]), sys.argv[2]
+repo, index, route = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+death_group.disabled = route != "group"
 git = Git(repo, index_file=Path(index) if index not in ("", "objects") else None)
 if index == "objects":  # a store write: fast-import packs the blobs once its stdin ends
     proc = git.popen(["fast-import", "--quiet"])
@@ -265,22 +267,23 @@ time.sleep(60)
 
 
 @pytest.mark.parametrize(
-    ("index", "setpriv"),
+    ("index", "route"),
     [
-        pytest.param("private", True, id="private-index-setpriv-then-parent-check"),
-        pytest.param("user", True, id="user-index-setpriv-then-parent-check"),
-        pytest.param("private", False, id="private-index-no-setpriv-hook"),
-        pytest.param("user", False, id="user-index-no-setpriv-hook"),
+        pytest.param("private", "group", id="private-index-death-group"),
+        pytest.param("private", "setpriv", id="private-index-setpriv-then-parent-check"),
+        pytest.param("user", "setpriv", id="user-index-setpriv-then-parent-check"),
+        pytest.param("private", "hook", id="private-index-no-setpriv-hook"),
+        pytest.param("user", "hook", id="user-index-no-setpriv-hook"),
     ],
 )
 def test_kill_9_mid_git_write_leaves_no_git_and_no_write(
-    repo: Path, git, tmp_path: Path, index: str, setpriv: bool
+    repo: Path, git, tmp_path: Path, index: str, route: str
 ) -> None:
     populate(repo, git, files=200, size=10, seed=4)
     index_file = repo / ".git" / "paella-private.index" if index == "private" else None
     written = index_file or repo / ".git" / "index"
     before = written.read_bytes() if written.exists() else None
-    holder, child = _start_holder(repo, str(index_file or ""), tmp_path, setpriv=setpriv)
+    holder, child = _start_holder(repo, str(index_file or ""), tmp_path, route=route)
     lock = written.with_name(written.name + ".lock")
     wait_until(lambda: lock.exists() and child.name() == "git", "git to hold the index's lock")
 
@@ -296,15 +299,16 @@ def test_kill_9_mid_git_write_leaves_no_git_and_no_write(
     assert lock.exists()
 
 
-@pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "no-setpriv-hook"])
+@pytest.mark.parametrize("route", ["group", "setpriv", "hook"])
 def test_kill_9_mid_object_write_leaves_no_git_and_no_object(
-    repo: Path, git, tmp_path: Path, setpriv: bool
+    repo: Path, git, tmp_path: Path, route: str
 ) -> None:
-    """The ``store`` kind (setpriv alone, no parent check) dies with paella all the same."""
+    """The ``store`` kind (the death group; or setpriv alone, no parent check) dies with paella
+    all the same."""
     blob = git.run(repo, "hash-object", "--stdin", input="written behind its back\n").stdout
     packs = repo / ".git" / "objects" / "pack"
     packed = sorted(packs.glob("*.pack"))
-    holder, child = _start_holder(repo, "objects", tmp_path, setpriv=setpriv)
+    holder, child = _start_holder(repo, "objects", tmp_path, route=route)
     wait_until(
         lambda: child.name() == "git" and any(packs.glob("tmp_pack_*")),
         "fast-import to open its temporary pack",
@@ -320,24 +324,28 @@ def test_kill_9_mid_object_write_leaves_no_git_and_no_object(
 
 
 def _start_holder(
-    repo: Path, what: str, tmp_path: Path, *, setpriv: bool
+    repo: Path, what: str, tmp_path: Path, *, route: str
 ) -> tuple[subprocess.Popen[str], psutil.Process]:
     """A small paella (HOLDER) holding a git write of ``what`` open, and that git's process
-    (setpriv's, until it execs git); without ``setpriv``, on a PATH with git and nothing else,
-    so gitcli falls back to its hook."""
+    (setpriv's, until it execs git): in the death group (``group``), or with the death group
+    off, through setpriv (``setpriv``) or, on a PATH with git and nothing else, gitcli's
+    fallback hook (``hook``)."""
     env = dict(os.environ)
-    if not setpriv:
+    if route == "hook":
         only_git = tmp_path / "only-git"
         only_git.mkdir()
         (only_git / "git").symlink_to(shutil.which("git") or "git")
         env["PATH"] = str(only_git)
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(repo), what],
+        [sys.executable, "-c", HOLDER, str(repo), what, route],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
     )
     assert holder.stdout is not None
     pid, program = holder.stdout.readline().split()
-    assert Path(program).name == ("setpriv" if setpriv else "git")
-    return holder, psutil.Process(int(pid))
+    assert Path(program).name == ("setpriv" if route == "setpriv" else "git")
+    child = psutil.Process(int(pid))
+    if route == "group":  # in the holder's death group, not the holder's own process group
+        assert os.getpgid(child.pid) not in (os.getpgid(holder.pid), os.getpgid(0))
+    return holder, child

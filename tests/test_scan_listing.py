@@ -149,15 +149,17 @@ def test_a_memo_that_is_not_understood_starts_nothing(tmp_path: Path, memo: byte
 PROBE = r"""
 import contextlib, io, json, os, sys
 from paella_tui.cli import main
-from paella_tui.supervisor.store import scan_listing
+from paella_tui.supervisor.store import death_group, scan_listing
 out = io.StringIO()
 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
     code = main(sys.argv[1:])
-try:
-    os.waitpid(-1, os.WNOHANG)
-    children = True
-except ChildProcessError:
-    children = False
+# Every child, running or not yet reaped, but the death group's two (paella's own until it ends).
+me = f"/proc/{os.getpid()}/task"
+kids = set()
+for task in os.listdir(me):
+    with open(f"{me}/{task}/children") as handle:
+        kids.update(int(pid) for pid in handle.read().split())
+children = bool(kids - set(death_group.members()))
 print(json.dumps({"code": code, "used": scan_listing.used, "children": children,
                   "out": out.getvalue()}))
 """
