@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from paella_tui.supervisor.store import death_group
+from paella_tui.supervisor.store import death_group, private_index
 from paella_tui.supervisor.store.git_start import joining
 from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.private_index import remove_left_lock
 
 # (arguments, stdin, private index?, joins the group?)
 ROUTES: list[tuple[list[str], bytes | None, bool, bool]] = [
@@ -147,3 +148,34 @@ def test_a_forked_paella_makes_its_own_group(repo: Path) -> None:
 def test_disabled_there_is_no_group(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(death_group, "disabled", True)
     assert death_group.group() is None
+
+
+def test_a_left_private_index_lock_is_removed_once_no_process_has_it_open(
+    tmp_path: Path,
+) -> None:
+    """A dead paella's git in its death group ends a moment after paella: the next snapshot
+    waits for the lock to be closed before removing it (never under a git still writing)."""
+    index = tmp_path / "private.index"
+    lock = tmp_path / "private.index.lock"
+    lock.write_bytes(b"half an index")
+    holder = subprocess.Popen(
+        ["/bin/sh", "-c", 'exec 3<"$1"; echo open; sleep 0.4', "sh", str(lock)],
+        stdout=subprocess.PIPE,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
+    remove_left_lock(index)
+    assert holder.poll() is not None, "the lock was removed while a process had it open"
+    assert not lock.exists()
+
+
+def test_a_left_lock_held_open_for_good_is_removed_after_the_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(private_index, "LEFT_LOCK_WAIT_S", 0.1)
+    index = tmp_path / "private.index"
+    lock = tmp_path / "private.index.lock"
+    lock.write_bytes(b"")
+    with lock.open("rb"):  # held by this very process, past the wait
+        remove_left_lock(index)
+        assert not lock.exists()
+    remove_left_lock(index)  # no lock: nothing to do

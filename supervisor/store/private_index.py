@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +155,35 @@ class Memo:
         with os.fdopen(fd, "w") as handle:
             json.dump(memo, handle)
         os.replace(tmp, self.memo_file)
+
+
+LEFT_LOCK_WAIT_S = 2.0
+"""How long a left private index lock may stay open by a process before it is removed anyway."""
+
+
+def remove_left_lock(index_file: Path) -> None:
+    """Remove the lock a dead paella's git left on the private index, once no process has it
+    open. The snapshot lock's holder calls it: that paella is dead, and its git dies with it,
+    but a git in its death group (gitcli) dies a moment after the snapshot lock is free (its
+    keeper wakes when paella's descriptors close, as the lock's does), and one still writing
+    must not find the lock gone under it. Rare (only after a death mid-write), so the look at
+    every process's open files is affordable; waits at most :data:`LEFT_LOCK_WAIT_S`."""
+    lock = index_file.with_name(index_file.name + ".lock")
+    if not lock.exists():
+        return
+    deadline = time.monotonic() + LEFT_LOCK_WAIT_S
+    while _open_by_a_process(lock) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with contextlib.suppress(FileNotFoundError):
+        lock.unlink()
+
+
+def _open_by_a_process(path: Path) -> bool:
+    import psutil  # only on this rare path
+
+    target = str(path)
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if any(handle.path == target for handle in proc.open_files()):
+                return True
+    return False

@@ -56,7 +56,7 @@ from paella_tui.supervisor.store.index_update import (
     is_attributes_file,
     update_index,
 )
-from paella_tui.supervisor.store.private_index import Memo, seed
+from paella_tui.supervisor.store.private_index import Memo, remove_left_lock, seed
 from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG, RawBlobs
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -141,10 +141,9 @@ class Snapshotter:
         """Hold paella's snapshot lock: one snapshot or rollback at a time across processes."""
         ensure_dir(self.workspace.state_dir)
         with OwnedLock(self.lock_file, what=what).hold(timeout=LOCK_TIMEOUT_S):
-            # We own the lock, so its previous owner is dead, and its git children died with it
-            # (gitcli): a private index lock left behind is theirs, never a live process's.
-            with contextlib.suppress(FileNotFoundError):
-                self.index_file.with_name(self.index_file.name + ".lock").unlink()
+            # We own the lock, so its previous owner is dead, and its git children die with it
+            # (gitcli): a private index lock left behind is theirs, never a live paella's.
+            remove_left_lock(self.index_file)
             yield
 
     def take_locked(self, what: str = "a snapshot", *, follow_changes: bool = False) -> Snapshot:
