@@ -40,6 +40,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -340,3 +341,22 @@ def _read_int(path: str) -> int | None:
             return int(handle.read().strip())
     except (OSError, ValueError):
         return None
+
+
+def close_all(
+    sets: list[WatchSet], executor: ThreadPoolExecutor | None, thread: WatchThread | None
+) -> None:
+    """Stop every watch of ``sets``, the worker that sets watches up and the watch thread, and
+    wait (a second at most) until notify's threads have closed their inotify handles."""
+    for watch_set in sets:
+        watch_set.stop()
+    # No watch is set up after this (the worker sets them up), and the watch thread sees its
+    # stop event within one step, closing every watch: no thread or handle is left.
+    if executor is not None:
+        executor.shutdown(wait=True, cancel_futures=True)
+    if thread is not None:
+        thread.close()
+    deadline = time.monotonic() + 1.0
+    for stream in [st for watch_set in sets for st in watch_set.streams]:
+        stream.close()  # one never set up (its setup was cancelled)
+        stream.wait_released(deadline)

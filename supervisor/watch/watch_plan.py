@@ -228,3 +228,37 @@ def _entries(
         except OSError:
             continue
     return found
+
+
+RULES_LOOK_S = 2.0
+"""How often the watcher looks at the repository-wide ignore rules (:class:`RepositoryRules`)."""
+
+
+class RepositoryRules:
+    """``info/exclude`` and the excludes file (``core.excludesFile``, else git's default): rules
+    no change in the work tree shows, yet they decide which folders the plan leaves unwatched.
+    A folder they stop ignoring would stay unwatched, its edits never reported, so the watcher
+    looks at them every :data:`RULES_LOOK_S` (two ``stat`` calls; the configuration is read
+    again only when one of its files changed) and plans again when they changed."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        from paella_tui.supervisor.store.ignore_rules import IgnoreRules
+
+        self._rules = IgnoreRules(workspace, workspace.git, ())
+        self._seen: tuple[tuple[str, tuple[int, ...] | None], ...] | None = None
+
+    def changed(self) -> bool:
+        """Whether they changed since the last call; the first call only records (blocking)."""
+        now = tuple((path, _identity(path)) for path in self._rules.excludes_files())
+        changed = self._seen is not None and now != self._seen
+        self._seen = now
+        return changed
+
+
+def _identity(path: str) -> tuple[int, ...] | None:
+    """What tells a rewrite (git follows a symlinked excludes file: so does this)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)

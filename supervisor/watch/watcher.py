@@ -55,10 +55,18 @@ from paella_tui.supervisor.watch.streams import (
     WatchSet,
     WatchThread,
     brief,
+    close_all,
     open_streams,
     polling_warning,
 )
-from paella_tui.supervisor.watch.watch_plan import PathRules, WatchPlan, changed_since, compute_plan
+from paella_tui.supervisor.watch.watch_plan import (
+    RULES_LOOK_S,
+    PathRules,
+    RepositoryRules,
+    WatchPlan,
+    changed_since,
+    compute_plan,
+)
 
 __all__ = ["DEBOUNCE_MS", "POLL_DELAY_MS", "STEP_MS", "WatchMode", "WatchPlan", "WorkspaceWatcher"]
 
@@ -115,6 +123,7 @@ class WorkspaceWatcher:
         self._burst: set[str] = set()
         self._burst_token = 0
         self._classifier = Classifier(self._rules, workspace.git)
+        self._repository_rules = RepositoryRules(workspace)
         self._timer: asyncio.TimerHandle | None = None
         self._last_activity_call = float("-inf")
         self._current: WatchSet | None = None
@@ -206,6 +215,7 @@ class WorkspaceWatcher:
             started = time.monotonic()
             plan = await self._in_thread(self._compute_plan)
             self._start_set(plan, started=started)
+            self._loop.call_later(RULES_LOOK_S, self._post, ("rules",))
             while True:
                 item = await self._queue.get()
                 if item[0] == "stop":
@@ -221,18 +231,7 @@ class WorkspaceWatcher:
             self._timer.cancel()
             self._timer = None
         sets = [s for s in (self._current, self._starting, *self._retired) if s is not None]
-        for watch_set in sets:
-            watch_set.stop()
-        # No watch is set up after this (the worker sets them up), and the watch thread sees
-        # its stop event within one step, closing every watch: no thread or handle is left.
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-        if self._watch_thread is not None:
-            self._watch_thread.close()
-        deadline = time.monotonic() + 1.0  # for notify's threads to close inotify handles
-        for stream in [st for watch_set in sets for st in watch_set.streams]:
-            stream.close()  # one never set up (its setup was cancelled)
-            stream.wait_released(deadline)
+        close_all(sets, self._executor, self._watch_thread)
         self._current = self._starting = None
         self._retired.clear()
 
@@ -265,6 +264,11 @@ class WorkspaceWatcher:
                 self.on_resumed()
         elif kind == "replan":
             self._replan_needed = True
+        elif kind == "rules":
+            if await self._in_thread(self._repository_rules.changed):
+                self._replan_needed = True
+            assert self._loop is not None
+            self._loop.call_later(RULES_LOOK_S, self._post, ("rules",))
 
     # --- watch sets ------------------------------------------------------------------------
 
@@ -407,6 +411,7 @@ class WorkspaceWatcher:
 
     def _compute_plan(self) -> WatchPlan:
         """Ask git which folders it ignores wholesale and plan watches around them (blocking)."""
+        self._repository_rules.changed()  # looked at before git reads them: a later change shows
         return compute_plan(self._rules, self.workspace.git)
 
     # --- changes ---------------------------------------------------------------------------
