@@ -22,7 +22,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from waiting import wait_until
 
+from paella_tui.supervisor.agent.proc_environ import environ_of
 from paella_tui.supervisor.agent.process_stop import stop_tree
 from paella_tui.supervisor.agent.process_tree import ProcessTree, become_subreaper
 from paella_tui.supervisor.agent.tree_roots import spawning_root
@@ -236,3 +238,51 @@ def test_an_orphan_marked_by_a_stopped_tree_is_anyones_to_stop() -> None:
         gate.wait(5)
         late.wait(5)
         assert sorted(p.pid for p in gate_stopped) == sorted([gate.pid, late.pid])
+
+
+# A child is known to have exec'd (its close-on-exec descriptors closed: Popen returns) before
+# the kernel lays out its new stack: read then, its environment and command line are both empty
+# (13 % of the reads right after Popen, measured under load). That empty read is no answer.
+FRESH_STARTS = 150
+
+
+def test_an_environment_read_mid_exec_is_unknown_never_empty() -> None:
+    name, value = "PAELLA_FRESH_MARK", _unique("fresh")
+    for _ in range(FRESH_STARTS):
+        child = subprocess.Popen([SLEEP, "30"], env={**os.environ, name: value})
+        try:
+            env = environ_of(psutil.Process(child.pid))
+            assert env is None or env.get(name) == value, f"read as {env!r}"
+        finally:
+            child.kill()
+            child.wait()
+    zombie = subprocess.Popen(["true"])
+    try:
+        proc = psutil.Process(zombie.pid)
+        wait_until(lambda: proc.status() == psutil.STATUS_ZOMBIE, "the child to end, unreaped")
+        assert environ_of(proc) == {}  # ended: known, and empty
+    finally:
+        zombie.wait()
+
+
+def test_a_marked_orphan_fresh_from_exec_is_never_taken_by_another_tree() -> None:
+    """The agent's marked orphan, looked at by a gate's tree the moment it starts: left to the
+    agent's tree every time (it was taken when its environment read empty mid-exec)."""
+    become_subreaper()
+    agent_marker = ("PAELLA_AGENT_TOKEN", _unique("agent-running"))
+    gate_marker = ("PAELLA_GATE_TOKEN", _unique("gate-looking"))
+    gate = _root([SLEEP, "30"], gate_marker)
+    agent = _root([SLEEP, "30"], agent_marker)
+    gate_tree = ProcessTree(gate.pid, marker=gate_marker)
+    agent_tree = ProcessTree(agent.pid, marker=agent_marker)
+    marked_env = {**os.environ, agent_marker[0]: agent_marker[1]}
+    pids = [gate.pid, agent.pid]
+    with _killed_after(pids):
+        for _ in range(FRESH_STARTS // 3):
+            orphan = subprocess.Popen([SLEEP, "30"], start_new_session=True, env=marked_env)
+            pids.append(orphan.pid)
+            gate_tree.refresh()
+            assert orphan.pid not in {p.pid for p in gate_tree.alive()}
+            orphan.kill()
+            orphan.wait()
+        assert agent_tree.alive()

@@ -34,6 +34,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import psutil
 
+from paella_tui.supervisor.agent.proc_environ import environ_of
 from paella_tui.supervisor.agent.process_cage import Cage
 from paella_tui.supervisor.agent.tree_roots import SPAWNING, is_root, register_root
 from paella_tui.supervisor.base.start_ticks import TICKS_PER_SECOND, born_before, start_ticks
@@ -365,6 +366,8 @@ class ProcessTree:
             if key in self._not_ours:
                 continue
             ours = self._has_marker(proc)
+            if ours is None:
+                continue  # its environment cannot be known now (mid-exec): asked again next time
             if not ours and self._escaped_orphan(proc):
                 if self._belongs_elsewhere(proc, key[1]):
                     continue  # asked again next time: its owner may end without it
@@ -399,31 +402,28 @@ class ProcessTree:
         agent's daemon is re-parented to us when the agent ends, and a gate running then must
         not take it (it would stop it and name it as its own; the agent's end would name
         nothing). What a stopped tree missed is anyone's to stop."""
-        try:
-            env = proc.environ()
-        except psutil.Error:
-            env = {}
+        env = environ_of(proc)
         with _TREES_LOCK:
             others = list(_TREES)
         for other in others:
             if other is self or other.stopped:
                 continue
+            if env is None and other._marker is not None:
+                return True  # its environment cannot be known now: asked again next time
             # Read without the other tree's lock (taking it here could deadlock two trees that
             # refresh at once): a dict look-up is atomic, and a stale answer is the old one.
             member = other._members.get(proc.pid)
             if member is not None and member.info.create_time == born:
                 return True
-            if other._marker is not None and env.get(other._marker[0]) == other._marker[1]:
+            if other._marker is not None and env and env.get(other._marker[0]) == other._marker[1]:
                 return True
         return False
 
-    def _has_marker(self, proc: psutil.Process) -> bool:
+    def _has_marker(self, proc: psutil.Process) -> bool | None:
+        """Whether ``proc`` carries this tree's marker; None when that cannot be known now."""
         assert self._marker is not None
-        name, value = self._marker
-        try:
-            return bool(proc.environ().get(name) == value)
-        except psutil.Error:
-            return False
+        env = environ_of(proc)
+        return None if env is None else env.get(self._marker[0]) == self._marker[1]
 
     def _try_add(self, pid: int) -> bool:
         try:
