@@ -88,7 +88,18 @@ class HostileProject:
     ) -> subprocess.CompletedProcess[str]:
         """A command that reads or mends the state after a run (status, checkpoints, log,
         handoff, diff, rollback, prune) through ``cli.main`` in this process: the same code on
-        the same files, without the interpreter's start-up. Runs and resumes use ``paella``."""
+        the same files, without the interpreter's start-up. Runs and resumes use ``paella``
+        or ``judged``."""
+        return run_paella_in_process(self.repo, *args, env=env)
+
+    def judged(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """A run or resume (``paella run --headless``...) through ``cli.main`` in this process,
+        for a test of what the run judges and records (the verdicts, the ledger, the handoff,
+        the output's words): the same loop, agent, gates and git as ``paella``'s, without the
+        interpreter's start-up and imports (about 0.2 s of CPU a run). A test of the process
+        itself (signals, two supervisors, what outlives it) keeps ``paella``."""
         return run_paella_in_process(self.repo, *args, env=env)
 
     def start(self, *args: str) -> subprocess.Popen[str]:

@@ -1,5 +1,6 @@
 """The judge is the contract as frozen: hostile agents against protected files, under a real
-``paella run --headless``.
+``paella run --headless`` (through ``cli.main`` in the test process: what is judged is the
+subject here, not the process; test_headless has the command's own process).
 
 The project's gate runs every check script under ``tests/`` (protected): each check wants
 ``ok.txt`` to say ``right``. An honest agent writes ``right``; a hostile one writes ``wrong``
@@ -69,7 +70,7 @@ def test_a_hostile_agent_never_makes_a_protected_run_done(
 ) -> None:
     script, path, red = ATTACKS[attack]
     p = _project(tmp_path, git, script)
-    proc = p.paella("run", "--headless")
+    proc = p.judged("run", "--headless")
     no_traceback(proc)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "DONE" not in proc.stdout
@@ -113,14 +114,14 @@ def test_the_gates_run_on_a_scratch_tree_only_while_a_protected_file_differs(
     git(p.repo, "add", "tests")
     git(p.repo, "commit", "-q", "-m", "the checks")
     log = tmp_path / "where"
-    honest = p.paella("run", "--headless", env={"PAELLA_WHERE_LOG": str(log)})
+    honest = p.judged("run", "--headless", env={"PAELLA_WHERE_LOG": str(log)})
     assert honest.returncode == 0, honest.stdout
     places = {f.read_text().strip() for f in tmp_path.glob("where.*")}
     assert places == {str(p.repo.resolve())}
     for f in tmp_path.glob("where.*"):
         f.unlink()
     p.agent("echo 'exit 0' > tests/check.sh\nexit 0\n")
-    hostile = p.paella("run", "--headless", env={"PAELLA_WHERE_LOG": str(log)})
+    hostile = p.judged("run", "--headless", env={"PAELLA_WHERE_LOG": str(log)})
     assert hostile.returncode == 1, hostile.stdout
     places = {f.read_text().strip() for f in tmp_path.glob("where.*")}
     assert places and str(p.repo.resolve()) not in places, places
@@ -139,6 +140,7 @@ async def test_g_with_no_agent_running_judges_the_checks_as_frozen(
 
     script, path, _red = ATTACKS["edits-the-check-to-pass"]
     p = _project(tmp_path, git, script)
+    # The real command in a subprocess: this test runs in an event loop of its own.
     assert p.paella("run", "--headless").returncode == 1
     run = RunStore(Workspace.find(p.repo)).current()
     assert run is not None
