@@ -9,7 +9,8 @@ after its first checkpoint, then drives the real
 engine: snapshots, checkpoints, steps, the bisect's scratch tree, ``paella diff``/``log``/
 ``status``/``checkpoints``/``steps``, and a rollback with its undo. The canary must never have
 run, and every checkpoint must hold the bytes on disk (the filters' canary uppercases).
-One real ``paella run --headless`` whose agent plants everything mid-run closes the module.
+One real ``paella run --headless`` (through ``cli.main`` in the test process) whose agent
+plants everything mid-run closes the module.
 """
 
 from __future__ import annotations
@@ -406,7 +407,7 @@ def test_a_real_run_whose_agent_plants_every_program_mid_run(
         + "printf 'lower\\r\\n' > ok.txt\nprintf 'more\\n' > more.txt\nsleep 1\nexit 0\n"
     )
     p = HostileProject(tmp_path, git, script)
-    proc = p.paella("run", "--headless")
+    proc = p.judged("run", "--headless")
     no_traceback(proc)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for args in (("status",), ("log",), ("diff",), ("checkpoints",), ("diff", "1")):

@@ -1,7 +1,11 @@
 """A careless or hostile agent cannot fool or break its supervisor: real ``paella run --headless``
-subprocesses whose agent rewrites the frozen contract, forges and truncates ledger records,
-deletes paella's refs and state, daemonizes, or leaves ``index.lock``; two supervisors started
-at once. What a person would see or lose is what each test checks.
+runs whose agent rewrites the frozen contract, forges and truncates ledger records, deletes
+paella's refs and state, daemonizes, or leaves ``index.lock``; two supervisors started at once.
+What a person would see or lose is what each test checks.
+
+A run whose subject is what it judges, records and prints goes through ``cli.main`` in the test
+process (``HostileProject.judged``); the tests of processes (what outlives an attempt, two
+supervisors and their lock) run the command in subprocesses.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ def test_a_rewritten_frozen_contract_is_history_drift_and_never_makes_a_run_done
     tmp_path: Path, git: GitRunner
 ) -> None:
     p = HostileProject(tmp_path, git, REWRITE_CONTRACT)
-    first = p.paella("run", "--headless")
+    first = p.judged("run", "--headless")
     no_traceback(first)
     assert first.returncode == 1, first.stdout
     assert "drift history: the run's frozen contract" in first.stdout
@@ -40,7 +44,7 @@ def test_a_rewritten_frozen_contract_is_history_drift_and_never_makes_a_run_done
     assert list(p.run_dir().glob("contract.toml.changed-*"))
 
     p.agent(REWRITE_CONTRACT)  # and again, on the resumed attempt
-    resumed = p.paella("resume", "--headless")
+    resumed = p.judged("resume", "--headless")
     no_traceback(resumed)
     assert resumed.returncode == 1, resumed.stdout
     assert "DONE" not in resumed.stdout
@@ -55,11 +59,11 @@ def test_a_frozen_contract_with_no_trusted_copy_left_stops_resume_with_one_line(
     tmp_path: Path, git: GitRunner
 ) -> None:
     p = HostileProject(tmp_path, git, "exit 1\n")
-    assert p.paella("run", "--headless").returncode == 1
+    assert p.judged("run", "--headless").returncode == 1
     (p.run_dir() / "contract.toml").write_text('[run]\nprompt = "x"\nagent = "true"\n')
     (p.repo / "paella.toml").write_text("# gone\n")
     mirror_env = {"PAELLA_MIRROR": str(tmp_path / "no-such-mirror")}
-    proc = p.paella("resume", "--headless", env=mirror_env)
+    proc = p.judged("resume", "--headless", env=mirror_env)
     no_traceback(proc)
     assert proc.returncode == 3, proc.stderr
     assert "no trusted copy is left" in proc.stderr
@@ -105,7 +109,7 @@ def test_forged_and_broken_ledger_records_are_named_skipped_and_never_rollback_t
     tmp_path: Path, git: GitRunner
 ) -> None:
     p = HostileProject(tmp_path, git, FORGE)
-    run = p.paella("run", "--headless")
+    run = p.judged("run", "--headless")
     no_traceback(run)
     assert run.returncode == 1, run.stdout
 
@@ -195,7 +199,7 @@ def test_deleted_refs_gc_and_state_are_restored_from_the_mirror_and_rollback_wor
         remote = tmp_path / "elsewhere.git"
         git(tmp_path, "init", "-q", "--bare", str(remote))
         env["PAELLA_MIRROR"] = f"file://{remote}"
-    run = p.paella("run", "--headless", "--on-death", "rollback", env=env)
+    run = p.judged("run", "--headless", "--on-death", "rollback", env=env)
     no_traceback(run)
     out = run.stdout
     assert "drift history: the ledger" in out and "restored from the mirror" in out
@@ -316,7 +320,7 @@ def test_a_recovery_that_cannot_proceed_stops_cleanly_with_the_commands_to_conti
     tmp_path: Path, git: GitRunner
 ) -> None:
     p = HostileProject(tmp_path, git, INDEX_LOCK)
-    proc = p.paella("run", "--headless", "--on-death", "rollback")
+    proc = p.judged("run", "--headless", "--on-death", "rollback")
     no_traceback(proc)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     last = p.ledger()[-1]
@@ -359,7 +363,7 @@ def test_an_edited_protected_test_is_not_done_headless(tmp_path: Path, git: GitR
     (p.repo / "tests" / "spec.txt").write_text("spec\n")
     git(p.repo, "add", "tests")
     git(p.repo, "commit", "-q", "-m", "spec")
-    proc = p.paella("run", "--headless")
+    proc = p.judged("run", "--headless")
     no_traceback(proc)
     assert proc.returncode == 1, proc.stdout
     assert "not done: tests/spec.txt" in proc.stdout
