@@ -168,7 +168,7 @@ def finished_project(
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("XDG_STATE_HOME", str(world / "xdg-state"))
             p = HostileProject(world, git, "echo ok > ok.txt\nsleep 1\nexit 1\n")
-            assert p.paella("run", "--headless").returncode == 1
+            assert p.judged("run", "--headless").returncode == 1
         saved = SavedFolder(world)
         saved.save()
         _FINISHED.append((p, saved, world / "xdg-state"))
