@@ -313,9 +313,10 @@ class SavedFolder:
     starts from the world it would have built itself, and may change it freely. (Paths inside
     the folder, in the ledger or in git's config, stay true because the path does not change.)"""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, name: str = "saved") -> None:
         self.folder = folder
-        self._saved = folder.with_name(folder.name + ".saved")
+        # ``name`` tells apart several moments of one folder, each kept beside it.
+        self._saved = folder.with_name(f"{folder.name}.{name}")
 
     def save(self) -> None:
         """Keep the folder as it is now (call once it is built and nothing runs in it)."""
