@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import SavedFolder, make_repo
 from conftest import run_paella_in_process as in_process
@@ -157,11 +158,29 @@ def killed_at(
         return killed
     killed = paella(sc.repo, "rollback", "1", "--yes", env={rollback.KILL_AT_ENV: step})
     if killed.returncode == -signal.SIGKILL:
-        # Dead, and its git children with it (a death signal each): nothing writes any more.
+        # The world once the kill is over: a git of the dead paella's death group (a mirror
+        # save's) is killed by the group's keeper a moment later, and the keeper ends then.
+        settled(saved.folder)
         world = SavedFolder(saved.folder, name=f"killed-at-{step}")
         world.save()
         _KILLED[key] = (killed, world)
     return killed
+
+
+def settled(folder: Path, timeout: float = 10.0) -> None:
+    """Wait until no process but this one works in ``folder`` (its current directory there)."""
+    inside = f"{folder}{os.sep}"
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [
+            proc.info
+            for proc in psutil.process_iter(["pid", "name", "cwd"])
+            if proc.pid != os.getpid() and f"{proc.info['cwd']}{os.sep}".startswith(inside)
+        ]
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"processes outlived the killed paella: {left}"
+        time.sleep(0.02)
 
 
 @pytest.mark.slow
