@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import GitRunner, SavedFolder, make_repo
 from textual.app import App
 from textual.pilot import Pilot
 from textual.screen import Screen
@@ -27,7 +28,7 @@ from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.contract.model import CONTRACT_FILE
 from paella_tui.supervisor.run.decisions import Decision
 from paella_tui.supervisor.run.events import Ending, EvaluationFinished, GateResult, RecoveryFacts
-from paella_tui.supervisor.run.runs import Run, RunStore
+from paella_tui.supervisor.run.runs import Run, RunStore, wait_for_mirror
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord, take_checkpoint
 from paella_tui.supervisor.store.rollback import rollback
 from paella_tui.supervisor.store.snapshot import Snapshotter
@@ -453,11 +454,43 @@ class Scripted:
 
         return find(self.run, str(n))
 
+    def reopened(self) -> Scripted:
+        """The same run read afresh from disk (after its folder was put back): a new ``Run``
+        and no cached reads of the last test's state."""
+        copy = object.__new__(Scripted)
+        copy.repo = self.repo
+        copy.run = RunStore(Workspace.find(self.repo)).get(self.run.run_id)
+        copy.salvage = self.salvage
+        return copy
+
+
+# This process's scripted run, once built: (the run, its saved folder, its XDG state folder).
+_SCRIPTED: list[tuple[Scripted, SavedFolder, Path]] = []
+
 
 @pytest.fixture
-def scripted_run(repo: Path) -> Scripted:
-    """A real run in a real repository (see Scripted)."""
-    return Scripted(repo)
+def scripted_run(
+    tmp_path_factory: pytest.TempPathFactory, git: GitRunner, monkeypatch: pytest.MonkeyPatch
+) -> Scripted:
+    """A real run in a real repository (see Scripted), built once per test process and put back
+    byte for byte, at the same path, before each test (``SavedFolder``): every test starts from
+    the run it would have built itself (two checkpoints, a rollback, git's objects and refs, the
+    ledger, the mirror) and may change it freely. The mirror lives in the saved folder too (a
+    private ``XDG_STATE_HOME``), so it is put back with the repository it mirrors."""
+    if not _SCRIPTED:
+        world = tmp_path_factory.mktemp("scripted-run")
+        xdg_state = world / "xdg-state"
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("XDG_STATE_HOME", str(xdg_state))
+            built = Scripted(make_repo(world / "repo", git))
+            wait_for_mirror()  # the checkpoints' ledger copies land before the folder is saved
+        saved = SavedFolder(world)
+        saved.save()
+        _SCRIPTED.append((built, saved, xdg_state))
+    built, saved, xdg_state = _SCRIPTED[0]
+    saved.restore()
+    monkeypatch.setenv("XDG_STATE_HOME", str(xdg_state))
+    return built.reopened()
 
 
 class TestPicker:
