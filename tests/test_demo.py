@@ -3,13 +3,14 @@
 The headless test runs the real console script (``paella demo --headless --fast --dir``) and
 checks the story twice: in what a person reads (the output) and in what the run leaves behind
 (the ledger, the git refs, the final files, no process of the agent). The play is shared with
-test_json_schemas (``played_demo``: one play per test process, put back before each reader). The TUI test plays the
-same demo with Pilot and presses the recovery key the screen suggests, as a newcomer would.
+test_json_schemas (``played_demo``: one play per test process, put back before each reader).
+The TUI test plays the same demo with the real command (``paella demo --fast``) in a real tmux
+pane and presses the recovery key the screen suggests, as a newcomer would; it checks the pane,
+the exit status, what the run left behind, and that no agent is left.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
@@ -17,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,7 @@ import pytest
 from conftest import run_paella
 from played_demo import GROUP as played_demo_group
 from played_demo import PlayedDemo, agent_processes, played_demo
-from textual.pilot import Pilot
-from waiting import wait_until, wait_until_async
+from waiting import wait_until
 
 from paella_tui.commands.demo_command import _demo_dir
 from paella_tui.demo import scenario
@@ -200,74 +200,6 @@ def test_the_built_repository_starts_with_every_gate_red_and_a_valid_contract(
         assert proc.returncode != 0, f"{gate.name} is red before the agent starts"
 
 
-# --- the TUI -----------------------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def playing(app: Any) -> AsyncIterator[Pilot[int]]:
-    """``app.run_test`` that, whatever happens in the test, leaves no agent behind."""
-    try:
-        async with app.run_test(size=(120, 36)) as pilot:
-            yield pilot
-    finally:
-        await app.settle_engine("test ended")
-
-
-def screen_text(app: Any) -> str:
-    """The visible screen as plain text."""
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
-
-
-async def until(pilot: Pilot[int], condition: Callable[[], bool], what: str) -> None:
-    """Let the App run until ``condition()`` holds; fail with the screen if it never does."""
-    await wait_until_async(
-        condition,
-        what,
-        timeout=DEMO_TIMEOUT_S,
-        interval=0.05,  # a condition that renders the screen costs CPU the App needs
-        show=lambda: screen_text(pilot.app),
-        pause=pilot.pause,
-    )
-
-
-@pytest.mark.slow
-async def test_tui_demo_recovers_with_the_key_the_screen_suggests(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from paella_tui.app import PaellaApp
-    from paella_tui.recovery_screen import RecoveryScreen
-
-    for name in ("TMUX", "TMUX_PANE", "PAELLA_NOTIFY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_COLOR", "1")  # Textual pops it; later tests' subprocesses need it
-    root = tmp_path / "demo"
-    root.mkdir()
-    scenario.build(root, fast=True)
-    for name, value in scenario.agent_env(root, fast=True).items():
-        monkeypatch.setenv(name, value)
-    contract = load_contract(root / CONTRACT_FILE)
-    run = RunStore(Workspace.find(root)).create(contract, manual=False)
-    app = PaellaApp(run=run, contract=contract, resume=False, on_death="ask", stop_grace=2.0)
-    async with playing(app) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, RecoveryScreen), "the recovery screen")
-        await until(pilot, lambda: "◀ default" in screen_text(app), "the recovery choices")
-        text = screen_text(app)
-        assert "regressed" in text and "idempotency" in text, text
-        # The key the screen marks as the default, as a newcomer reads it.
-        suggested = re.search(r"^\s*(\w)\s+.*◀ default", text, re.M)
-        assert suggested is not None, text
-        assert suggested.group(1) == "r"
-        await pilot.press(suggested.group(1))
-        await until(pilot, lambda: app.board.state == "done", "the run to be done")
-        await until(pilot, lambda: "✓ done" in screen_text(app), "the done header")
-        await pilot.press("q")
-    assert app.status == 0
-    assert [r["choice"] for r in records(run, "recovery-chosen")] == ["rollback"]
-    assert records(run, "salvage")
-    assert records(run, "run-done")
-    assert agent_processes(root) == []
-
-
 # --- the real command in a real tmux pane ------------------------------------------------------
 
 
@@ -300,6 +232,8 @@ def test_demo_in_a_real_pane_recovers_with_the_suggested_key(tmp_path: Path) -> 
         wait_for(lambda: "◀ default" in pane(), "the recovery screen")
         screen = pane()
         assert "The agent died: exit 1 (attempt 2)" in screen, screen
+        assert "regressed" in screen and "idempotency" in screen, screen
+        # The key the screen marks as the default, as a newcomer reads it.
         suggested = re.search(r"^\s*(\w)\s+.*◀ default", screen, re.M)
         assert suggested is not None and suggested.group(1) == "r", screen
         tmux("send-keys", "-t", "demo", suggested.group(1))
@@ -310,4 +244,9 @@ def test_demo_in_a_real_pane_recovers_with_the_suggested_key(tmp_path: Path) -> 
         wait_for(lambda: "paella rollback salvage:1" in pane(), "the commands to try")
     finally:
         tmux("kill-server")
+    # What the run left behind: the person's choice, the salvage it made, the end.
+    run = demo_run(root)
+    assert [r["choice"] for r in records(run, "recovery-chosen")] == ["rollback"]
+    assert records(run, "salvage")
+    assert records(run, "run-done")
     assert agent_processes(root) == []
