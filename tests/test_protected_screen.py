@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import tomli_w
-from conftest import GitRunner, run_paella
+from conftest import GitRunner, run_paella_in_process
 from test_tui_app import ledger, make_app, new_run, running, screen_text, until
 
 from paella_tui.protected_screen import ProtectedScreen
@@ -74,7 +74,7 @@ async def test_a_person_accepts_reverts_or_leaves_a_changed_protected_file(
         assert reverted["paths"] == ["tests/spec.txt"] and reverted["by"] == "user"
         assert spec == SPEC  # byte for byte, CRLF and the missing final newline included
         # The revert is undoable: its salvage holds the agent's version.
-        undo = run_paella(repo, "rollback", f"salvage:{reverted['salvage']}", "--yes")
+        undo = run_paella_in_process(repo, "rollback", f"salvage:{reverted['salvage']}", "--yes")
         assert undo.returncode == 0, undo.stderr
         assert (repo / "tests" / "spec.txt").read_bytes() == EDITED
     else:
