@@ -26,6 +26,7 @@ import pytest
 from conftest import run_paella
 from played_demo import GROUP as played_demo_group
 from played_demo import PlayedDemo, agent_processes, played_demo
+from test_tui_tmux import recorded
 from waiting import wait_until
 
 from paella_tui.commands.demo_command import _demo_dir
@@ -227,9 +228,15 @@ def test_demo_in_a_real_pane_recovers_with_the_suggested_key(tmp_path: Path) -> 
     def wait_for(condition: Callable[[], bool], what: str) -> None:
         wait_until(condition, what, timeout=DEMO_TIMEOUT_S, interval=0.05, show=pane)
 
+    def wait_in_pane(needle: str, once: str) -> None:
+        # The pane is captured (a tmux process each time) only once the ledger holds the
+        # record of the event that draws ``needle`` (test_tui_tmux's Pane.wait_for says why).
+        wait_for(recorded(root, once), f"the {once} record")
+        wait_for(lambda: needle in pane(), needle)
+
     tmux("-f", os.devnull, "new-session", "-d", "-x", "120", "-y", "36", "-s", "demo", command)
     try:
-        wait_for(lambda: "◀ default" in pane(), "the recovery screen")
+        wait_in_pane("◀ default", once="recovery-needed")
         screen = pane()
         assert "The agent died: exit 1 (attempt 2)" in screen, screen
         assert "regressed" in screen and "idempotency" in screen, screen
@@ -237,7 +244,7 @@ def test_demo_in_a_real_pane_recovers_with_the_suggested_key(tmp_path: Path) -> 
         suggested = re.search(r"^\s*(\w)\s+.*◀ default", screen, re.M)
         assert suggested is not None and suggested.group(1) == "r", screen
         tmux("send-keys", "-t", "demo", suggested.group(1))
-        wait_for(lambda: "✓ done" in pane(), "✓ done")
+        wait_in_pane("✓ done", once="run-done")
         tmux("send-keys", "-t", "demo", "q")
         wait_for(rc.exists, "the exit status")
         assert rc.read_text().strip() == "0", pane()

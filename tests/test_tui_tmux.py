@@ -57,8 +57,18 @@ class Pane:
         """What the pane shows now ("" once it is gone)."""
         return self.tmux("capture-pane", "-p", "-t", "paella").stdout
 
-    def wait_for(self, needle: str, timeout: float = WAIT_S) -> str:
-        """Capture the pane until it shows ``needle``; return that capture."""
+    def wait_for(
+        self, needle: str, timeout: float = WAIT_S, *, once: Callable[[], bool] | None = None
+    ) -> str:
+        """Capture the pane until it shows ``needle``; return that capture.
+
+        ``once``: a condition that holds before the pane can show ``needle`` and costs next to
+        nothing to ask (the ledger record of the event that draws it: the run loop hands the
+        record to the ledger's writer as it hands the event to the App). The pane is captured
+        only from then on: each capture is a tmux client process (about 2 ms of CPU, 20 a
+        second), and a test waits seconds for a death or a verdict."""
+        if once is not None:
+            wait(once, f"the ledger record before {needle!r}", self.text, timeout)
         return wait(lambda: needle in self.text(), f"{needle!r} in the pane", self.text, timeout)
 
     def keys(self, *keys: str) -> None:
@@ -121,6 +131,19 @@ def ledger(repo: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
+def recorded(repo: Path, kind: str) -> Callable[[], bool]:
+    """Whether the newest run's ledger in ``repo`` holds a record of ``kind`` yet (not before
+    the run exists)."""
+
+    def holds() -> bool:
+        try:
+            return any(r["kind"] == kind for r in ledger(repo))
+        except (FileNotFoundError, json.JSONDecodeError):  # no run yet; a line being written
+            return False
+
+    return holds
+
+
 def processes_in(repo: Path) -> list[str]:
     """Live processes working in ``repo`` (the agent, its gates, paella itself)."""
     found = []
@@ -152,11 +175,11 @@ def test_death_recovery_rollback_resume_done_in_a_real_pane(
     rc = tmp_path / "rc"
     pane = pane_factory(paella_command(repo, rc))
 
-    screen = pane.wait_for("The agent died")
+    screen = pane.wait_for("The agent died", once=recorded(repo, "recovery-needed"))
     assert "exit 3" in screen and "REGRESSED" in screen  # the facts: how, and what broke
     pane.keys("r")  # roll back to the last green checkpoint and resume
 
-    screen = pane.wait_for("✓ done")
+    screen = pane.wait_for("✓ done", once=recorded(repo, "run-done"))
     assert "every gate green on the final tree (a, b)" in screen
     assert "attempt 2" in screen
     assert "handoff: # Handoff" in screen  # the resumed agent read $PAELLA_HANDOFF_FILE
@@ -182,7 +205,7 @@ def test_closing_the_pane_stops_the_agent_and_records_it(
 ) -> None:
     write_contract(repo, {1: "write a.txt; forever"})
     pane = pane_factory(paella_command(repo, tmp_path / "rc"))
-    pane.wait_for("● running")
+    pane.wait_for("● running", once=recorded(repo, "agent-started"))
     wait(
         lambda: any(r["kind"] == "checkpoint" for r in ledger(repo)),
         "checkpoint 1",
