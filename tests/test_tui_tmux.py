@@ -138,7 +138,7 @@ def recorded(repo: Path, kind: str) -> Callable[[], bool]:
     def holds() -> bool:
         try:
             return any(r["kind"] == kind for r in ledger(repo))
-        except (FileNotFoundError, json.JSONDecodeError):  # no run yet; a line being written
+        except (FileNotFoundError, ValueError):  # no run yet; a line still being written
             return False
 
     return holds
