@@ -247,12 +247,13 @@ def test_status_tmux_fast_line_says_what_status_says(repo: Path) -> None:
     assert fast_line(repo) is None
 
 
-def test_the_fast_line_reads_the_format_the_state_is_kept_in() -> None:
-    """The status bar's line imports no engine module, so it names the kept format itself."""
-    from paella_tui.commands.tmux_line import KEPT_FORMAT
-    from paella_tui.supervisor.run.state_store import FORMAT
+def test_the_fast_line_reads_the_format_the_seal_facts_are_kept_in() -> None:
+    """The status bar's line imports no engine module past the seal's, so it names the seal
+    facts' format itself."""
+    from paella_tui.commands.tmux_line import FACTS_FORMAT
+    from paella_tui.supervisor.run.bar_facts import FORMAT
 
-    assert KEPT_FORMAT == FORMAT
+    assert FACTS_FORMAT == FORMAT
 
 
 def test_log_prints_the_records(repo: Path, paella) -> None:

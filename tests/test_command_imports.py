@@ -75,6 +75,8 @@ CORE = {
     "paella_tui.supervisor.run.state_handlers",
     "paella_tui.supervisor.run.state_codec",
     "paella_tui.supervisor.run.state_store",
+    # the status bar's facts, kept in the seal with every state.json written
+    "paella_tui.supervisor.run.bar_facts",
     "paella_tui.supervisor.store.snapshot",
     "paella_tui.supervisor.store.private_index",
     # whether the ignore rules changed since the last snapshot (and what they now leave out)
@@ -125,17 +127,17 @@ STATUS = CORE | {
     "paella_tui.commands.tmux_line",
     "paella_tui.schemas",
 }
-# A status bar's line comes from the run's kept state (``tmux_line``) checked against its seal,
-# /proc and the count format: no engine module (the fixture's `paella status` kept the state with its contract), and
-# not the argument parser either (argparse: the line answers before any parsing).
+# A status bar's line comes from the facts in the seal of the run's kept state (``tmux_line``)
+# and /proc: no engine module (the fixture's `paella status` kept the state with its contract), not
+# the count format (only a line with tokens and no cost needs it), and not the argument parser
+# either (argparse: the line answers before any parsing).
 TMUX = {
     "paella_tui",
     "paella_tui.cli",
     "paella_tui.commands",
     "paella_tui.commands.tmux_line",
     "paella_tui.supervisor",
-    "paella_tui.supervisor.base.counts",
-    "paella_tui.supervisor.base.state_seal",  # the kept state is taken only when sealed
+    "paella_tui.supervisor.base.state_seal",  # the facts kept with the seal, outside the work tree
 }
 SNAPSHOTS = CORE | {"paella_tui.commands.snapshot_commands", "paella_tui.schemas"}
 ALLOWED = {
@@ -236,3 +238,42 @@ def test_a_command_loads_only_what_it_uses(workspace: Path, argv: tuple[str, ...
     if not with_contract:
         forbidden |= NO_CONTRACT_FORBIDDEN
     assert {m.split(".")[0] for m in loaded} & forbidden == set()
+
+
+# What the line may load past a bare interpreter's start: its own modules, CPython's own sha256
+# (the seal's file name; `_sha2` from 3.12) and `__future__` (its modules' annotations).
+LINE_EXTRA = TMUX | ROOMS | {"_sha256", "_sha2", "__future__"}
+
+
+def _imported(argv: list[str], cwd: Path) -> tuple[set[str], str]:
+    """The modules ``python -X importtime ARGV`` imports (the interpreter's start included), and
+    what it printed."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    names = {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "[us]" not in line
+    }
+    return names, proc.stdout
+
+
+def test_the_status_bars_line_loads_nothing_a_bare_python_start_does_not(workspace: Path) -> None:
+    """Through the installed ``paella`` command, as a status bar runs it: no ``re``, ``json``,
+    ``typing``, ``pathlib``, ``subprocess``, ``contextlib`` or ``importlib`` (each is
+    milliseconds of a line that should cost a bare start and a ``git rev-parse``; issue 17)."""
+    command = Path(sys.executable).with_name("paella")
+    bare, _ = _imported(["-c", "pass"], workspace)
+    line, out = _imported([str(command), "status", "--tmux"], workspace)
+    assert out.startswith("paella ") and out.count("\n") == 1, out
+    assert "paella_tui.commands.tmux_line" in line and "argparse" not in line
+    extra = line - bare - LINE_EXTRA
+    assert extra == set(), (
+        f"the line loads {sorted(extra)}; the installed command must be the project's own "
+        f"script (scripts/paella: re-run `pip install -e .` after it changed)"
+    )

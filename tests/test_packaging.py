@@ -63,6 +63,7 @@ from paella_tui import __version__
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST_INFO = f"paella_tui-{__version__}.dist-info"
+DATA = f"paella_tui-{__version__}.data"
 SHIPPED = (
     "paella_tui/cli.py",
     "paella_tui/supervisor/run/events.py",
@@ -144,7 +145,15 @@ def wheel_metadata(wheel: Path) -> Message:
 def test_the_wheel_installs_one_import_name(dists: Dists, which: str) -> None:
     names = wheel_names(getattr(dists, which))
 
-    assert {name.split("/")[0] for name in names} == {"paella_tui", DIST_INFO}
+    assert {name.split("/")[0] for name in names} == {"paella_tui", DIST_INFO, DATA}
+    # The command is the project's own script (no `import re` before main: issue 17), its first
+    # line left for the installer to point at the environment's Python, executable.
+    assert [n for n in names if n.startswith(f"{DATA}/")] == [f"{DATA}/scripts/paella"]
+    with zipfile.ZipFile(getattr(dists, which)) as zf:
+        script = zf.read(f"{DATA}/scripts/paella")
+        mode = zf.getinfo(f"{DATA}/scripts/paella").external_attr >> 16
+    assert script.startswith(b"#!python\n") and b"import re" not in script
+    assert mode & stat.S_IXUSR, oct(mode)
     for path in SHIPPED:
         assert path in names, path
     assert f"{DIST_INFO}/licenses/LICENSE" in names
@@ -168,7 +177,7 @@ def test_the_sdist_holds_real_files_and_the_license(dists: Dists) -> None:
     top = f"paella_tui-{__version__}"
     with tarfile.open(dists.sdist) as tar:
         members = {m.name: m for m in tar.getmembers()}
-    for path in (*SHIPPED, "LICENSE", "pyproject.toml", "README.md"):
+    for path in (*SHIPPED, "LICENSE", "pyproject.toml", "README.md", "scripts/paella"):
         member = members.get(f"{top}/{path}")
         assert member is not None and member.isfile(), path
     assert not any(m.issym() or m.islnk() for m in members.values()), "a link in the sdist"
@@ -219,6 +228,32 @@ def test_the_editable_install_exposes_only_paella_tui(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=False,
+    )
+    assert result.returncode == 3 and "not a git repository" in result.stderr, result.stderr
+
+
+def test_the_command_is_the_projects_script_where_pip_and_pipx_find_it(tmp_path: Path) -> None:
+    """In this (editable) environment: ``paella`` is scripts/paella (no generated console
+    script), its first line rewritten to this Python, listed in the distribution's RECORD (what
+    pip uninstalls, and where pipx looks for the apps it exposes: every installed file in the
+    environment's bin; pypa/pipx, venv_inspect.get_resources_from_dist_files), and it runs."""
+    from importlib import metadata
+
+    command = Path(sys.executable).with_name("paella")
+    ours = (ROOT / "scripts" / "paella").read_text().split("\n", 1)[1]
+    first, rest = command.read_text().split("\n", 1)
+    assert rest == ours, "the installed command is not scripts/paella: re-run `pip install -e .`"
+    assert Path(first.removeprefix("#!")).resolve() == Path(sys.executable).resolve()
+    dist = metadata.distribution("paella-tui")
+    in_bin = [
+        Path(dist.locate_file(f)).resolve()
+        for f in dist.files or []
+        if Path(dist.locate_file(f)).resolve().parent == command.resolve().parent
+    ]
+    assert in_bin == [command.resolve()]
+    assert not [e for e in dist.entry_points if e.group == "console_scripts"]
+    result = subprocess.run(
+        [str(command), "status", "--tmux"], cwd=tmp_path, capture_output=True, text=True
     )
     assert result.returncode == 3 and "not a git repository" in result.stderr, result.stderr
 

@@ -1,62 +1,83 @@
 """``paella status --tmux``: one short line for a status bar, refreshed every few seconds.
 
 :func:`tmux_line` formats it from ``status --json``'s object. :func:`fast_line` makes the same
-line from the run's kept state (``state.json``, the fold of its ledger) and ``/proc`` alone, with
-one git process and no engine module loaded: a status bar calls it every few seconds, so it costs
-about a bare Python start and a ``git rev-parse`` (issue 17). It answers None, and the command
-takes the ordinary way (which folds the new records and keeps the state for the next call), when
-the kept state is missing, unreadable, not what paella wrote last (its seal,
-:mod:`~paella_tui.supervisor.base.state_seal`), or older than the ledger by more than
+line from the facts paella keeps in the seal of the run's kept state
+(:mod:`~paella_tui.supervisor.run.bar_facts`, written with every ``state.json``) and ``/proc``,
+with one git process and no engine module loaded: a status bar calls it every few seconds, so it
+costs about a bare Python start and a ``git rev-parse`` (issue 17). Nothing on that way imports
+``re``, ``json``, ``typing``, ``pathlib``, ``subprocess`` or ``contextlib`` (a test holds it). It
+answers None, and the command takes the ordinary way (which folds the new records and keeps the
+state and its seal for the next call), when there are no facts in a format it knows, when the
+kept file is not the one paella wrote with them (forged or rewritten since: the agent can write
+there, not where the seal lives), or when they are older than the ledger by more than
 :data:`MAX_LAG_S`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 
-from paella_tui.supervisor.base.counts import compact_count
-from paella_tui.supervisor.base.state_seal import sealed
+from paella_tui.supervisor.base.state_seal import seal_facts
 
 # What the line imports is most of what it costs (a status bar runs it every few seconds):
-# `typing`, `pathlib` and `subprocess` are ~15 ms of a 36 ms start, so the fast path does without
-# them (os paths, `os.posix_spawnp`). mypy reads any TYPE_CHECKING as true.
+# `typing`, `pathlib` and `subprocess` are ~15 ms of a 36 ms start, `re` and `json` ~4 ms more, so
+# the fast way does without them (os paths, `os.posix_spawnp`, string methods). mypy reads any
+# TYPE_CHECKING as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 MAX_LAG_S = 10.0
 """How far the kept state may trail the ledger (a live run keeps it every few seconds)."""
-_RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-z]+$")
+FACTS_FORMAT = "1"
+"""The seal facts' format this reads (``bar_facts.FORMAT``, not imported: this line loads no
+engine module past the seal's; a test holds the two equal)."""
 _GREEN = ("pass", "flaky")
-KEPT_FORMAT = 3
-"""The ``state.json`` format this reads (``state_store.FORMAT``, not imported: this line loads no
-engine module; a test holds the two equal)."""
 _RED = ("fail", "timeout", "error")
+_ICONS = {"done": "✓", "running": "●", "retry-wait": "◌", "recovering": "✗", "dead": "✗"}
 
 
 def tmux_line(status: dict[str, Any] | None) -> str:
     """``paella ● running ep 1/3 ✓2 ✗1 ⚠1 $0.84`` from ``status --json``'s object."""
     if status is None:
         return "paella: no run"
-    icon = {"done": "✓", "running": "●", "retry-wait": "◌", "recovering": "✗", "dead": "✗"}.get(
-        status["state"], "◌"
-    )
-    done = sum(e["complete"] for e in status["episodes"])
-    green = sum(g["status"] in _GREEN for g in status["gates"])
-    red = sum(g["status"] in _RED for g in status["gates"])
-    parts = [f"paella {icon} {status['state']}"]
-    if status["episodes"]:
-        parts.append(f"ep {done}/{len(status['episodes'])}")
-    if status["gates"]:
-        parts.append(f"✓{green} ✗{red}")
-    if status["drift"]:
-        parts.append(f"⚠{len(status['drift'])}")
     cost, tokens = _spent(status["agent"].get("usage"))
+    return _line(
+        status["state"],
+        (sum(e["complete"] for e in status["episodes"]), len(status["episodes"])),
+        (
+            sum(g["status"] in _GREEN for g in status["gates"]),
+            sum(g["status"] in _RED for g in status["gates"]),
+            len(status["gates"]),
+        ),
+        len(status["drift"]),
+        cost,
+        tokens,
+    )
+
+
+def _line(
+    word: str,
+    episodes: tuple[int, int],
+    gates: tuple[int, int, int],
+    drift: int,
+    cost: float | None,
+    tokens: int,
+) -> str:
+    """The line of a run whose word is ``word``, from its counts (the one formatter of both ways)."""
+    parts = [f"paella {_ICONS.get(word, '◌')} {word}"]
+    if episodes[1]:
+        parts.append(f"ep {episodes[0]}/{episodes[1]}")
+    if gates[2]:
+        parts.append(f"✓{gates[0]} ✗{gates[1]}")
+    if drift:
+        parts.append(f"⚠{drift}")
     if cost is not None:
         parts.append(f"${cost:.2f}")
     elif tokens:
+        # Imported here: a line with a cost (or nothing spent) never needs it.
+        from paella_tui.supervisor.base.counts import compact_count
+
         parts.append(f"{compact_count(tokens)} tok")
     return " ".join(parts)
 
@@ -77,12 +98,27 @@ def _spent(usage: object) -> tuple[float | None, int]:
 
 
 def fast_line(cwd: str | os.PathLike[str]) -> str | None:
-    """The line from the kept state, or None when the ordinary way must answer."""
+    """The line from the kept state's seal, or None when the ordinary way must answer."""
     try:
-        status = _status_from_kept(os.fspath(cwd))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        facts = _facts(os.fspath(cwd))
+        return None if facts is None else facts_line(facts)
+    except (OSError, ValueError, KeyError, IndexError):
         return None
-    return None if status is None else tmux_line(status)
+
+
+def facts_line(facts: dict[str, str]) -> str:
+    """The line of a run from the facts kept in its seal, with what lives now."""
+    episodes = facts["episodes"].split()
+    gates = facts["gates"].split()
+    cost = facts["cost"]
+    return _line(
+        _word(facts["phase"], facts["supervisor"], facts["agent"]),
+        (int(episodes[0]), int(episodes[1])),
+        (int(gates[0]), int(gates[1]), int(gates[2])),
+        int(facts["drift"]),
+        None if cost == "-" else float(cost),
+        int(facts["tokens"]),
+    )
 
 
 def _state_dir(cwd: str) -> str | None:
@@ -113,87 +149,74 @@ def _git_dir(cwd: str) -> str | None:
         raise
     finally:
         os.close(write_end)
-    chunks = []
     with open(read_end, "rb") as answer:
-        chunks.append(answer.read())
+        out = answer.read()
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         return None
-    return b"".join(chunks).decode(errors="surrogateescape").strip() or None
+    return out.decode(errors="surrogateescape").strip() or None
 
 
-def _status_from_kept(cwd: str) -> dict[str, Any] | None:
+def is_run_id(text: str) -> bool:
+    """``20261202-064801-0414``: what ``runs.RUN_ID_PATTERN`` takes, in ASCII digits (a test holds
+    the two together), read with string methods: ``re`` is ~4 ms of the line's start."""
+    parts = text.split("-")
+    if len(parts) != 3 or not text.isascii():
+        return False
+    date, clock, tag = parts
+    return (
+        len(date) == 8
+        and date.isdigit()
+        and len(clock) == 6
+        and clock.isdigit()
+        and len(tag) == 4
+        and all(c in "0123456789abcdef" for c in tag)
+    )
+
+
+def _facts(cwd: str) -> dict[str, str] | None:
+    """The seal's facts of the current run, when they are paella's, current and readable."""
     state_dir = _state_dir(cwd)
     if state_dir is None:
         return None
-    with open(os.path.join(state_dir, "current"), encoding="ascii") as handle:
-        run_id = handle.read().strip()
-    if not _RUN_ID.match(run_id):
+    with open(os.path.join(state_dir, "current"), "rb") as handle:
+        run_id = handle.read().decode().strip()
+    if not is_run_id(run_id):
         return None
     folder = os.path.join(state_dir, "runs", run_id)
     kept_path = os.path.join(folder, "state.json")
+    facts = seal_facts(kept_path)
+    if facts is None or facts.get("facts") != FACTS_FORMAT:
+        return None
+    kept = os.stat(kept_path)
+    if facts["kept"] != f"{kept.st_ino} {kept.st_size} {kept.st_mtime_ns} {kept.st_ctime_ns}":
+        return None  # not the file paella wrote with these facts: the ordinary way folds
     ledger = os.stat(os.path.join(folder, "events.jsonl"))
-    kept_stat = os.stat(kept_path)
-    with open(kept_path, "rb") as handle:
-        data = handle.read()
-    if not sealed(kept_path, data):
-        return None  # not what paella wrote last: the ordinary way folds the ledger
-    body = json.loads(data)
-    if body.get("format") != KEPT_FORMAT:
+    offset = int(facts["offset"])
+    current = offset == ledger.st_size
+    recent = ledger.st_mtime - kept.st_mtime <= MAX_LAG_S
+    if offset > ledger.st_size or not (current or recent):
         return None
-    state = body["state"]
-    current = body["position"]["offset"] == ledger.st_size
-    recent = ledger.st_mtime - kept_stat.st_mtime <= MAX_LAG_S
-    if not (current or recent) or body["position"]["offset"] > ledger.st_size:
-        return None
-    spec = state["spec"]
-    if not spec["known"]:
-        return None  # kept by a reader without the contract: the ordinary way knows it
-    gates = state["gates"]
-    green = {name for name, g in gates.items() if g["status"] in _GREEN}
-    done = 0
-    for _name, needed in spec["episodes"]:
-        if not all(g in green for g in needed):
-            break
-        done += 1
-    usage: dict[str, Any] | None = None
-    if state["usage_by_attempt"]:
-        usage = _sum_usage(state["usage_by_attempt"].values())
-    return {
-        "state": _word(state),
-        "episodes": [{"complete": k <= done} for k in range(1, len(spec["episodes"]) + 1)],
-        "gates": [
-            {"status": (gates.get(name) or {}).get("status", "pending")} for name in spec["gates"]
-        ],
-        "drift": state["drift"],
-        "agent": {"usage": usage},
-    }
+    return facts
 
 
-def _sum_usage(usages: Any) -> dict[str, Any]:
-    """The attempts' usage summed as ``Usage.__add__`` does (a cost only when one was known)."""
-    costs = [c for c in (_spent(u)[0] for u in usages) if c is not None]
-    tokens = sum(_spent(u)[1] for u in usages)
-    return {"cost_usd": sum(costs) if costs else None, "input_tokens": tokens}
-
-
-def _word(state: dict[str, Any]) -> str:
-    """The run's word as ``status`` says it: its phase, with what lives now."""
-    phase = state["phase"]
+def _word(phase: str, supervisor: str, agent: str) -> str:
+    """The run's word as ``status`` says it (``RunView.state``): its phase, with what lives now."""
     if phase in ("done", "stopped"):
-        return str(phase)
-    if phase != "starting" and not _alive(state["supervisor_pid"], None):
+        return phase
+    if phase != "starting" and not _alive(_pid(supervisor), None):
         return "dead"
-    agent = state["agent"]
-    if (
-        agent is not None
-        and state["last_exit"] is None
-        and _alive(agent["pid"], agent["create_time"])
-    ):
-        return "running"
+    if agent != "-":
+        pid, started = agent.split()
+        if _alive(_pid(pid), None if started == "-" else float(started)):
+            return "running"
     if phase in ("retry-wait", "recovering"):
-        return str(phase)
+        return phase
     return "dead" if phase == "running" else "stopped"
+
+
+def _pid(text: str) -> int | None:
+    return None if text == "-" else int(text)
 
 
 def _alive(pid: object, create_time: object) -> bool:

@@ -9,18 +9,23 @@ beside the mirrors, outside the run), keyed by the run folder's real path, and a
 the file only when the two agree; otherwise it folds the ledger again (the truth), and the
 status bar takes the ordinary way. A crash between the two writes costs one full fold.
 
-This module loads nothing of the engine: ``paella status --tmux``'s fast line reads it too.
+A seal is text: the digest on its first line, then ``key value`` lines, the facts its writer
+kept with it (:func:`write_seal`'s ``facts``): what ``paella status --tmux``'s line needs, so the
+status bar reads this one small file, trusted as the seal is, and neither parses nor hashes a
+``state.json`` that grows with the run (:mod:`~paella_tui.supervisor.run.bar_facts`).
+
+This module loads nothing of the engine, nor ``contextlib``: the status bar's line reads it too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 # Not `typing.TYPE_CHECKING`, and `pathlib` only where a Path is made: the status bar's line reads
 # seals, and `typing` and `pathlib` are ~10 ms of its start (mypy reads any TYPE_CHECKING as true).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
 SEALS = "seals"
@@ -68,21 +73,55 @@ def seal_path(kept: str | os.PathLike[str]) -> Path:
     return Path(_seal_file(kept))
 
 
-def write_seal(kept: str | os.PathLike[str], data: bytes) -> None:
-    """Record ``data`` (what was just written to ``kept``) as the kept state (best effort)."""
+def write_seal(
+    kept: str | os.PathLike[str], data: bytes, facts: Mapping[str, str] | None = None
+) -> None:
+    """Record ``data`` (what was just written to ``kept``) as the kept state, with ``facts``
+    (one-line keys and values, kept beside the digest for :func:`seal_facts`), best effort."""
     # Imported here: the status bar's line only reads seals, and loads no more than it must.
+    import contextlib
+
     from paella_tui.supervisor.base.files import write_atomic
 
+    lines = [_sha256(data)]
+    for key, value in (facts or {}).items():
+        if not key or any(c in key for c in " \n") or "\n" in value:
+            raise ValueError(f"a seal fact is one line, its key one word: {key!r} {value!r}")
+        lines.append(f"{key} {value}")
     # Without a seal the next reader folds the ledger again: nothing is lost but time.
     with contextlib.suppress(OSError):
-        write_atomic(seal_path(kept), _sha256(data).encode(), durable=False)
+        write_atomic(seal_path(kept), "\n".join(lines).encode() + b"\n", durable=False)
+
+
+def _read(kept: str | os.PathLike[str]) -> bytes | None:
+    try:
+        with open(_seal_file(kept), "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def sealed(kept: str | os.PathLike[str], data: bytes) -> bool:
     """``data`` (read from ``kept``) is what paella last wrote there."""
+    recorded = _read(kept)
+    return recorded is not None and recorded.split(b"\n", 1)[0] == _sha256(data).encode()
+
+
+def seal_facts(kept: str | os.PathLike[str]) -> dict[str, str] | None:
+    """The facts kept with the seal of ``kept`` (None: no seal, or not one paella wrote)."""
+    recorded = _read(kept)
+    if recorded is None:
+        return None
     try:
-        with open(_seal_file(kept), "rb") as handle:
-            recorded = handle.read()
-    except OSError:
-        return False
-    return recorded == _sha256(data).encode()
+        digest, *lines = recorded.decode().split("\n")
+    except UnicodeDecodeError:
+        return None
+    if len(digest) != 64 or lines[-1:] != [""]:
+        return None  # not a whole seal: no facts rather than some
+    facts = {}
+    for line in lines[:-1]:
+        key, space, value = line.partition(" ")
+        if not space:
+            return None
+        facts[key] = value
+    return facts

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from paella_tui.supervisor.base.files import write_atomic
-from paella_tui.supervisor.base.state_seal import sealed, write_seal
+from paella_tui.supervisor.base.state_seal import seal_facts, sealed, write_seal
 from paella_tui.supervisor.run import state_codec
+from paella_tui.supervisor.run.bar_facts import FORMAT as BAR_FORMAT
+from paella_tui.supervisor.run.bar_facts import bar_facts, kept_identity
 from paella_tui.supervisor.run.ledger import (
     GENESIS,
     MAX_LEDGER_BYTES,
@@ -105,7 +107,12 @@ class StateStore:
         new_spec = spec is not None and folded.state.spec != spec
         if spec is not None and new_spec:
             folded = replace(folded, state=replace(folded.state, spec=spec))
-        if save and (kept is None or new_spec or folded.position != kept.position):
+        if save and (
+            kept is None
+            or new_spec
+            or folded.position != kept.position
+            or not self._bar_facts_kept(folded)
+        ):
             self.save(folded)
         if stamp is not None and folded.position.offset == stamp[0]:
             _MEMO[self.ledger_path] = (stamp, folded)
@@ -214,7 +221,24 @@ class StateStore:
             # No fsync: the file is checked against the ledger at every read (the ledger's
             # records are durable), and whatever a crash leaves of it is caught up or rebuilt.
             write_atomic(self.path, data, durable=False)
-            write_seal(self.path, data)
+            # Statted after the rename (which sets its ctime): the file as the seal vouches for it.
+            facts = bar_facts(folded.state, folded.position.offset, os.stat(self.path))
+            write_seal(self.path, data, facts)
+
+    def _bar_facts_kept(self, folded: Folded) -> bool:
+        """Whether the seal holds the status bar's facts of the kept file as it is (a seal
+        written before the facts were, or a file touched since, is written again)."""
+        if not folded.state.spec.known:
+            return True  # no facts without the contract: the status bar takes the ordinary way
+        facts = seal_facts(self.path)
+        try:
+            return (
+                facts is not None
+                and facts.get("facts") == BAR_FORMAT
+                and facts.get("kept") == kept_identity(os.stat(self.path))
+            )
+        except OSError:
+            return False
 
     def _read_kept(self) -> Folded | None:
         try:
