@@ -141,6 +141,8 @@ def main() -> int:
     # PYTHONDONTWRITEBYTECODE is set (else every run compiles every module it imports).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = os.path.join(root, "bench-pycache")
+    # The workspaces' mirrors and seals go with them, not into the user's state home.
+    env["XDG_STATE_HOME"] = os.path.join(root, "state")
     pip_script = os.path.join(root, "pip-paella")
     try:
         with open(pip_script, "w") as script:
