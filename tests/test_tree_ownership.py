@@ -22,9 +22,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_start_ticks import carrier
 from waiting import wait_until
 
-from paella_tui.supervisor.agent.proc_environ import environ_of
+from paella_tui.supervisor.agent.proc_reads import environ_of
 from paella_tui.supervisor.agent.process_stop import stop_tree
 from paella_tui.supervisor.agent.process_tree import ProcessTree, become_subreaper
 from paella_tui.supervisor.agent.tree_roots import spawning_root
@@ -286,3 +287,16 @@ def test_a_marked_orphan_fresh_from_exec_is_never_taken_by_another_tree() -> Non
             orphan.kill()
             orphan.wait()
         assert agent_tree.alive()
+
+
+def test_a_marked_carrier_fresh_from_exec_is_found_by_the_stop_scan() -> None:
+    """Not ours, in a session of its own, looked at by the stop's scan the moment it starts:
+    still found (asked again until its environment is there), every time."""
+    for _ in range(FRESH_STARTS // 10):
+        marker = ("PAELLA_GATE_TOKEN", _unique("scan-fresh"))
+        gate = _root([SLEEP, "30"], marker)
+        tree = ProcessTree(gate.pid, marker=marker)
+        with _killed_after([gate.pid]), carrier(marker) as fresh:
+            stopped = stop_tree(tree, 2.0)
+            gate.wait(5)
+            assert sorted(p.pid for p in stopped) == sorted([gate.pid, fresh])

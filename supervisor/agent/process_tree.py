@@ -34,7 +34,13 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import psutil
 
-from paella_tui.supervisor.agent.proc_environ import environ_of
+from paella_tui.supervisor.agent.proc_reads import (
+    children_of,
+    environ_of,
+    is_running,
+    name_and_command,
+    same_process,
+)
 from paella_tui.supervisor.agent.process_cage import Cage
 from paella_tui.supervisor.agent.tree_roots import SPAWNING, is_root, register_root
 from paella_tui.supervisor.base.start_ticks import TICKS_PER_SECOND, born_before, start_ticks
@@ -43,14 +49,13 @@ log = logging.getLogger(__name__)
 
 _PR_SET_CHILD_SUBREAPER = 36
 _HISTORY = 10_000
+_UNKNOWN_TRIES = 10
+_UNKNOWN_PAUSE_S = 0.01
 _TREES: weakref.WeakSet[ProcessTree] = weakref.WeakSet()
 """Every tree of this process: a process one of them tracks, or one carrying its marker,
 belongs to it, and is no escaped orphan of another."""
 _TREES_LOCK = threading.Lock()
 """Guards adding to `_TREES` against a copy being taken (a set must not grow while read)."""
-
-
-_HAS_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,7 @@ class _Member:
 
     def __init__(self, proc: psutil.Process) -> None:
         self.proc = proc
-        self.info = TrackedProcess(proc.pid, proc.create_time(), *_describe(proc))
+        self.info = TrackedProcess(proc.pid, proc.create_time(), *name_and_command(proc))
         self.sent: int | None = None
 
 
@@ -198,7 +203,7 @@ class ProcessTree:
         """Find new members below the known ones and among our own orphaned children."""
         self._last_refresh = time.monotonic()
         for member in list(self._members.values()):
-            if not _same_process(member.proc):
+            if not same_process(member.proc):
                 del self._members[member.proc.pid]
         queue = list(self._members)
         if self.cage is not None:
@@ -210,7 +215,7 @@ class ProcessTree:
         if self._marker is not None:
             queue.extend(self._adopt_marked_children())
         while queue:
-            for child_pid in _children_of(queue.pop()):
+            for child_pid in children_of(queue.pop()):
                 if child_pid not in self._members and self._try_add(child_pid):
                     queue.append(child_pid)
         self.reap()
@@ -222,6 +227,7 @@ class ProcessTree:
         Costs a few milliseconds per hundred processes: meant for stopping, not polling.
         """
         marker_since = self.started - 1.0
+        unknown: list[psutil.Process] = []  # mid-exec: its environment is not there yet
         for pid in psutil.pids():
             if pid in self._members or pid == self._my_pid:
                 continue
@@ -236,14 +242,25 @@ class ProcessTree:
             if self._marker is not None and not born_before(pid, self._marker_since_ticks):
                 with contextlib.suppress(psutil.Error):
                     proc = psutil.Process(pid)
-                    if proc.create_time() >= marker_since and self._has_marker(proc):
-                        self._try_add(pid)
+                    if proc.create_time() >= marker_since:
+                        unknown.append(proc)
+        # Each is asked again until it answers: a carrier caught mid-exec (a few ms at most)
+        # would otherwise escape the stop.
+        for attempt in range(_UNKNOWN_TRIES):
+            if attempt:
+                time.sleep(_UNKNOWN_PAUSE_S)
+            asked, unknown = unknown, []
+            for proc in asked:
+                if (carries := self._has_marker(proc)) is None:
+                    unknown.append(proc)
+                elif carries:
+                    self._try_add(proc.pid)
         self.refresh()
 
     @_locked
     def alive(self) -> list[psutil.Process]:
         """Members that are running now (zombies are not)."""
-        return [member.proc for member in self._members.values() if _is_running(member.proc)]
+        return [member.proc for member in self._members.values() if is_running(member.proc)]
 
     @_locked
     def describe(self, proc: psutil.Process) -> LeftoverProcess:
@@ -252,7 +269,7 @@ class ProcessTree:
         seen = member.info if member is not None and member.proc is proc else None
         # A process first seen right after fork carried its parent's command line: prefer
         # a fresh look while it still runs.
-        name, cmdline = _describe(proc)
+        name, cmdline = name_and_command(proc)
         if seen is not None:
             name = name if name != "?" else seen.name
             cmdline = cmdline or seen.cmdline
@@ -295,7 +312,7 @@ class ProcessTree:
         if (
             self._pgid is not None
             and (sig == signal.SIGKILL or sig not in self._group_sent)
-            and (_same_process(self._root.proc) or self._group_has_members(targets))
+            and (same_process(self._root.proc) or self._group_has_members(targets))
         ):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._pgid, sig)
@@ -354,7 +371,7 @@ class ProcessTree:
 
     def _marked_children(self) -> Iterator[int]:
         current: set[tuple[int, float]] = set()
-        for pid in _children_of(self._my_pid):
+        for pid in children_of(self._my_pid):
             if pid in self._members:
                 continue
             try:
@@ -451,50 +468,3 @@ def _leader_of(getter: Callable[[int], int], pid: int, own: int) -> int | None:
     except OSError:
         return None
     return pid if leader == pid and leader != own else None
-
-
-def _describe(proc: psutil.Process) -> tuple[str, tuple[str, ...]]:
-    try:
-        name = proc.name()
-    except psutil.Error:
-        name = "?"
-    try:
-        cmdline = tuple(proc.cmdline())
-    except psutil.Error:
-        cmdline = ()
-    return name, cmdline
-
-
-def _same_process(proc: psutil.Process) -> bool:
-    """Whether `proc` still exists (zombie included) and is the same process, not a reused pid."""
-    try:
-        return proc.is_running()
-    except psutil.Error:
-        return False
-
-
-def _is_running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _children_of(pid: int) -> list[int]:
-    if not _HAS_PROC_CHILDREN:
-        try:
-            return [child.pid for child in psutil.Process(pid).children()]
-        except psutil.Error:
-            return []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    children: list[int] = []
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
-                children.extend(int(field) for field in handle.read().split())
-        except OSError:
-            continue
-    return children
