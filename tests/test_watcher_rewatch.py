@@ -12,6 +12,7 @@ is written inside the folder that came back, and it must be reported.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,10 @@ import pytest
 from conftest import GitRunner
 from test_watcher import SETTLE, Recorder, quiet, watching, write
 from waiting import wait_until_async
+
+from paella_tui.supervisor.store.workspace import Workspace
+from paella_tui.supervisor.watch.streams import dev_ino, inotify_watched
+from paella_tui.supervisor.watch.watch_plan import PathRules, compute_plan
 
 FOLDERS = {
     "top-level": "vendor",
@@ -90,6 +95,39 @@ def _tree(repo: Path, git: GitRunner) -> None:
     git(repo, "commit", "-q", "-m", "tree")
 
 
+def _folders_to_watch(repo: Path) -> set[tuple[int, int]]:
+    """The folders (device, inode) a watcher started now would watch with inotify: a fresh plan's
+    flat folders, and every folder under its deep ones (notify watches each)."""
+    workspace = Workspace.find(repo)
+    plan = compute_plan(PathRules(workspace, ()), workspace.git)
+    folders = list(plan.flat)
+    for root in plan.deep:
+        folders += [top for top, _, _ in os.walk(root)]
+    return {key for key in map(dev_ino, folders) if key is not None}
+
+
+async def _at_rest(repo: Path) -> None:
+    """Wait until this process's inotify handles watch exactly what a fresh plan names: any
+    re-plan is done, its watches are live, and the old ones are closed. (Stronger than a fixed
+    wait "long past any re-plan": the watches are read from the kernel, not assumed.)"""
+    wanted = _folders_to_watch(repo)
+
+    def settled() -> bool:
+        nonlocal wanted
+        if inotify_watched() == wanted:
+            return True
+        wanted = _folders_to_watch(repo)
+        return False
+
+    await wait_until_async(
+        settled,
+        "the watches to be exactly the plan's",
+        timeout=10,
+        interval=0.05,
+        show=lambda: (sorted(wanted), sorted(inotify_watched() or ())),
+    )
+
+
 async def _reported(rec: Recorder, rel: str, timeout: float) -> None:
     await wait_until_async(
         lambda: any(rel in paths for paths in rec.paths),
@@ -121,8 +159,9 @@ async def test_a_folder_that_comes_back_is_watched(
                 fires = len(rec.fires)
                 await rec.wait_fires(fires + 1, timeout=5)
         await _reported(rec, f"{folder}/x/first.c", timeout=5)
-        # Long past any re-plan: the folder that came back is watched, or it never will be.
-        await quiet(SETTLE + 1.0)
+        # Every re-plan done (the watches the kernel holds are exactly the plan's): the folder
+        # that came back is watched, or it never will be.
+        await _at_rest(repo)
         write(repo, f"{folder}/x/late.c")
         write(repo, f"{folder}/x/deeper/later.c")
         await _reported(rec, f"{folder}/x/late.c", timeout=5)
