@@ -16,8 +16,9 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import pytest
@@ -98,11 +99,48 @@ def isolated_git_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield
 
 
+T = TypeVar("T")
+
+# Where the last test marked ``waits`` goes, as a share of the other tests: the end of the run
+# is left to tests that use the CPU, so that no worker is still waiting when the others are done.
+_WAITS_SPREAD_OVER = 0.85
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` run first: pytest-xdist hands tests out in collection order, and a
-    long test started last keeps one worker busy while the others are idle. (The order within
-    each kind is kept; every worker sorts the same way, as xdist requires.)"""
+    long test started last keeps one worker busy while the others are idle. Tests marked
+    ``waits`` are spread evenly among the others: in file order they came together (the
+    watcher's files are last) and kept every worker waiting on timers at once while the cores
+    were idle; spread, one worker waits while the others use the CPU. (The order within each
+    kind is kept; every worker sorts the same way, as xdist requires.)"""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    items[:] = spread_waiting(items)
+
+
+def spread_waiting(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` with the tests marked ``waits`` spread among the others."""
+    return spread_among(
+        items, lambda item: item.get_closest_marker("waits") is not None, _WAITS_SPREAD_OVER
+    )
+
+
+def spread_among(items: Sequence[T], chosen: Callable[[T], bool], over: float) -> list[T]:
+    """``items`` with the ``chosen`` ones at evenly spaced places among the others, within the
+    first ``over`` (a share, 0 to 1) of them; each kind keeps its own order."""
+    picked = [item for item in items if chosen(item)]
+    others = [item for item in items if not chosen(item)]
+    if not picked or not others:
+        return list(items)
+    step = len(others) * over / len(picked)
+    spread: list[T] = []
+    queue = iter(picked)
+    for n, item in enumerate(others):
+        # The k-th chosen one goes before the first other at or past (k + 0.5) steps.
+        while len(spread) - n < len(picked) and (len(spread) - n + 0.5) * step <= n:
+            spread.append(next(queue))
+        spread.append(item)
+    spread.extend(queue)
+    return spread
 
 
 def session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -24,6 +24,9 @@ from paella_tui.supervisor.store.workspace import Workspace
 from paella_tui.supervisor.watch.flapping import FlapGuard
 from paella_tui.supervisor.watch.watcher import WorkspaceWatcher
 
+# Each test waits out settle times and quiet windows (the watcher's timers), hardly using the CPU.
+pytestmark = pytest.mark.waits
+
 SETTLE = 0.2
 
 

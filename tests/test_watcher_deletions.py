@@ -8,12 +8,16 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
 import watchfiles
 from conftest import GitRunner
 from test_watcher import SETTLE, quiet, watching, write
 
 from paella_tui.supervisor.store.workspace import Workspace
 from paella_tui.supervisor.watch.watcher import WorkspaceWatcher
+
+# Each test waits out the watcher's settle times and quiet windows, hardly using the CPU.
+pytestmark = pytest.mark.waits
 
 
 async def test_a_deleted_tree_is_reported_by_its_folder(repo: Path, git: GitRunner) -> None:

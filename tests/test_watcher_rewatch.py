@@ -26,6 +26,9 @@ from paella_tui.supervisor.store.workspace import Workspace
 from paella_tui.supervisor.watch.streams import dev_ino, inotify_watched
 from paella_tui.supervisor.watch.watch_plan import PathRules, compute_plan
 
+# Each case waits out the watcher's settle times, hardly using the CPU.
+pytestmark = pytest.mark.waits
+
 FOLDERS = {
     "top-level": "vendor",
     "inside a flat folder": "web/src",
