@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -205,19 +206,29 @@ async def test_a_gate_with_paths_keeps_its_result_while_they_do_not_change(
 async def test_rapid_triggers_queue_one_evaluation_and_never_restart_a_gate(
     make_harness: HarnessFactory, repo: Path, tmp_path: Path
 ) -> None:
-    starts = tmp_path / "starts"
+    starts, go = tmp_path / "starts", tmp_path / "go"
+    # The first run lasts until every trigger came (the test says go), however slow the machine;
+    # later runs find the go file and finish at once.
     slow = (
-        f"import time; open({str(starts)!r}, 'a').write('start\\n'); time.sleep(1.0); print('done')"
+        f"import os, time; open({str(starts)!r}, 'a').write('start\\n')\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+        "print('done')"
     )
     h = make_harness([{"name": "slow", "cmd": py(slow), "timeout": "10s"}])
     h.evaluator.request("first")
     await h.wait_for(GateStarted)
+    await wait_until_async(starts.exists, "the gate's process to start", timeout=10)
+    started = time.monotonic()  # after the gate's clock started: its duration is longer
     for i in range(10):
         (repo / "work.txt").write_text(f"edit {i}\n")
         h.evaluator.request(f"edit {i}")
         await asyncio.sleep(0.02)
     assert h.evaluator.triggers_last_minute() == 11
-    final = await h.evaluator.evaluate("final")
+    final_asked = asyncio.ensure_future(h.evaluator.evaluate("final"))
+    await asyncio.sleep(0)  # asked while the first run still runs
+    ran_at_least = time.monotonic() - started
+    go.write_text("go")
+    final = await final_asked
     await h.evaluator.idle()
 
     assert [e.reason for e in h.of(EvaluationStarted)] == ["first", "final"]
@@ -225,7 +236,7 @@ async def test_rapid_triggers_queue_one_evaluation_and_never_restart_a_gate(
     first_run = h.of(GateFinished)[0]
     # The first run was left to finish (it printed "done"), and it judged a tree that moved.
     assert first_run.stale and first_run.result.tail == ("done",)
-    assert first_run.result.duration_s >= 1.0
+    assert first_run.result.duration_s >= ran_at_least  # it ran through every trigger
     finished = h.of(EvaluationFinished)
     assert [e.stale for e in finished] == [True, False]
     assert finished[0].results[0].status == "stale"
@@ -301,7 +312,13 @@ async def test_one_stale_gate_leaves_the_others_verdicts_and_takes_no_checkpoint
     h = make_harness(
         [
             {"name": "reads-src", "cmd": py(write), "paths": ["src/**"]},
-            {"name": "reads-all", "cmd": py("import time; time.sleep(0.6)")},
+            # Runs until the other gate's write (so the write falls while it runs).
+            {
+                "name": "reads-all",
+                "cmd": py(
+                    "import os, time\nwhile not os.path.exists('notes.md'): time.sleep(0.01)"
+                ),
+            },
         ],
         [("one", ["reads-src", "reads-all"])],
     )
