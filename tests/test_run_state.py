@@ -221,6 +221,7 @@ def histories(draw: st.DrawFn) -> list[Event]:
     return events
 
 
+@pytest.mark.slow
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -280,6 +281,7 @@ def _reference(events: list[Event]) -> tuple[set[str], int | None]:
     return regressed, base.n if base else None
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(events=histories())
 def test_the_rules_match_the_reference_over_random_histories(events: list[Event]) -> None:
@@ -408,6 +410,7 @@ def resumable_histories(draw: st.DrawFn) -> list[Event]:
     return events
 
 
+@pytest.mark.slow
 @settings(
     max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

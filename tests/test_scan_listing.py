@@ -52,6 +52,7 @@ def early_tree(root: Path, where: Path, exclude: tuple[str, ...] = BYPRODUCTS) -
     return tree, scan_listing.used - before
 
 
+@pytest.mark.slow
 @settings(
     max_examples=25,
     deadline=None,

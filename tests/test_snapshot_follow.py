@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from conftest import make_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -197,6 +198,7 @@ def start(root: Path, tmp: Path) -> Snapshotter:
     return snapshotter
 
 
+@pytest.mark.slow
 @settings(
     max_examples=25,
     deadline=None,

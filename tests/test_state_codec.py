@@ -8,6 +8,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,6 +68,7 @@ def test_a_record_comes_back_from_its_row_through_json(record: SnapshotRecord) -
     assert state_codec.decode(SnapshotRecord, row) == _generic(row)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(record=records, at=st.integers(0, len(NAMES) - 1), value=JSON)
 def test_a_damaged_row_gets_the_generic_decoders_verdict(

@@ -161,6 +161,7 @@ def paella_command(repo: Path, rc: Path) -> str:
     return f"cd {shlex.quote(str(repo))} && {paella}; echo $? > {shlex.quote(str(rc))}"
 
 
+@pytest.mark.slow
 def test_death_recovery_rollback_resume_done_in_a_real_pane(
     repo: Path, tmp_path: Path, pane_factory: Callable[[str], Pane]
 ) -> None:
