@@ -109,15 +109,24 @@ def _folders_to_watch(repo: Path) -> set[tuple[int, int]]:
     return {key for key in map(dev_ino, folders) if key is not None}
 
 
-async def _at_rest(repo: Path) -> None:
-    """Wait until this process's inotify handles watch exactly what a fresh plan names: any
-    re-plan is done, its watches are live, and the old ones are closed. (Stronger than a fixed
-    wait "long past any re-plan": the watches are read from the kernel, not assumed.)"""
+def _watched_under(root: Path) -> set[tuple[int, int]]:
+    """The folders under ``root`` (itself included) that this process's inotify handles watch.
+    (A folder a test before this one watched, and leaked, is elsewhere: only this test's count.)"""
+    watched = inotify_watched() or set()
+    here = {dev_ino(top) for top, _, _ in os.walk(root)}
+    return watched & {key for key in here if key is not None}
+
+
+async def _at_rest(repo: Path, scene: Path) -> None:
+    """Wait until this process's inotify handles watch, in ``scene`` (the repository and the
+    folders beside it), exactly what a fresh plan names: any re-plan is done, its watches are
+    live, and the old ones are closed (a folder renamed away is no longer watched). Stronger
+    than a fixed wait "long past any re-plan": the watches are read from the kernel."""
     wanted = _folders_to_watch(repo)
 
     def settled() -> bool:
         nonlocal wanted
-        if inotify_watched() == wanted:
+        if _watched_under(scene) == wanted:
             return True
         wanted = _folders_to_watch(repo)
         return False
@@ -127,7 +136,7 @@ async def _at_rest(repo: Path) -> None:
         "the watches to be exactly the plan's",
         timeout=10,
         interval=0.05,
-        show=lambda: (sorted(wanted), sorted(inotify_watched() or ())),
+        show=lambda: (sorted(wanted), sorted(_watched_under(scene))),
     )
 
 
@@ -164,7 +173,7 @@ async def test_a_folder_that_comes_back_is_watched(
         await _reported(rec, f"{folder}/x/first.c", timeout=5)
         # Every re-plan done (the watches the kernel holds are exactly the plan's): the folder
         # that came back is watched, or it never will be.
-        await _at_rest(repo)
+        await _at_rest(repo, tmp_path)
         write(repo, f"{folder}/x/late.c")
         write(repo, f"{folder}/x/deeper/later.c")
         await _reported(rec, f"{folder}/x/late.c", timeout=5)
