@@ -17,6 +17,9 @@ from waiting import wait_until_async
 
 from paella_tui.supervisor.watch.watch_plan import RULES_LOOK_S
 
+# Each case waits for the watcher's look at the rules (every RULES_LOOK_S), hardly using the CPU.
+pytestmark = pytest.mark.waits
+
 
 def _info_exclude(repo: Path, git: GitRunner, tmp_path: Path) -> Path:
     return repo / ".git" / "info" / "exclude"
