@@ -194,6 +194,22 @@ def reap_zombie_children() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def state_home_kept() -> Iterator[None]:
+    """Every test leaves the session's private ``XDG_STATE_HOME`` in place: one that removed it
+    sent every later test of its worker (their mirrors, seals and run locks) to the real
+    ``~/.local/state/paella``, shared with the other workers and the user."""
+    home = os.environ.get("XDG_STATE_HOME")
+    yield
+    if os.environ.get("XDG_STATE_HOME") != home:
+        found = os.environ.get("XDG_STATE_HOME")
+        if home is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = home
+        pytest.fail(f"the test changed XDG_STATE_HOME ({home!r} -> {found!r}) and left it so")
+
+
+@pytest.fixture(autouse=True)
 def keep_no_color() -> Iterator[None]:
     """Textual deletes ``NO_COLOR`` from the environment when an App starts; put it back, so
     tests after a TUI test (and the subprocesses they start) still run without colour."""

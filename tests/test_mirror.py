@@ -141,6 +141,10 @@ def test_the_mirrored_ledger_is_the_ledger_written_part_by_part(
     each save the mirror holds exactly the ledger's whole lines, one part a save that added any,
     and the check says the ledger extends it."""
     base = tmp_path_factory.mktemp("parts")
+    # Hypothesis runs this many times in one test: monkeypatch (function-scoped) cannot, so the
+    # session's private state home is put back by hand (popping it sent every later test of
+    # the worker to the real ~/.local/state/paella).
+    session_home = os.environ.get("XDG_STATE_HOME")
     os.environ["XDG_STATE_HOME"] = str(base / "xdg")
     try:
         ws, run = open_run(make_repo(base / "repo", git))
@@ -169,7 +173,10 @@ def test_the_mirrored_ledger_is_the_ledger_written_part_by_part(
             assert ledger_against_mirror(run) == []
         fsck(git, mirror)
     finally:
-        os.environ.pop("XDG_STATE_HOME", None)
+        if session_home is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = session_home
 
 
 def _ledger_with_saves(repo: Path) -> tuple[Run, Mirror]:
