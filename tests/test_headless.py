@@ -188,6 +188,14 @@ def _alive(pid: int, create_time: float | None) -> bool:
         return False
 
 
+def _command_of(proc: psutil.Process) -> str:
+    """Its command line, or ``(ended)`` when it ended between the look and the read."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return "(ended)"
+
+
 def assert_no_process_left(
     w: Project, *extra: tuple[int, float | None], within: float = 5.0
 ) -> None:
@@ -198,7 +206,7 @@ def assert_no_process_left(
     while True:
         left = [pid for pid, created in known if _alive(pid, created)]
         children = [
-            f"{c.pid} {' '.join(c.cmdline())[:120]}"
+            f"{c.pid} {_command_of(c)[:120]}"
             for c in new_children(w.children_before)
             if _alive(c.pid, None)
         ]
