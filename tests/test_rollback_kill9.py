@@ -294,8 +294,25 @@ def test_kill_9_mid_git_write_leaves_no_git_and_no_write(
     _gone, alive = psutil.wait_procs([child], timeout=10)
     assert not alive, "a git child outlived the killed paella"
     assert not git_children_in(repo)
+    now = written.read_bytes() if written.exists() else None
+    if route == "group" and now != before:
+        # The keeper's kill comes a moment after paella's descriptors close, and so does the end
+        # of git's input: a git that won that race (seen under a load average of 26) wrote the
+        # whole index of what it was given, as git writes one (to its lock, then renamed): never
+        # a torn one, and no lock left. For the private index that is another index, which the
+        # next snapshot's memo check sees and scans in full (store/death_group.py).
+        assert not lock.exists()
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--stage"],
+            cwd=repo,
+            env={**os.environ, "GIT_INDEX_FILE": str(written)},
+            capture_output=True,
+            check=True,
+        ).stdout
+        assert listed.count(b"\0") >= 200
+        return
     # Killed mid-write: the index is as it was, the lock git took is left (left_locks' case).
-    assert (written.read_bytes() if written.exists() else None) == before
+    assert now == before
     assert lock.exists()
 
 
@@ -319,6 +336,12 @@ def test_kill_9_mid_object_write_leaves_no_git_and_no_object(
 
     _gone, alive = psutil.wait_procs([child], timeout=10)
     assert not alive, "a git child outlived the killed paella"
+    if route == "group" and sorted(packs.glob("*.pack")) != packed:
+        # As above: fast-import saw its input end before the keeper's kill and packed the one
+        # whole blob it had been given; an object nobody names.
+        shown = git.run(repo, "cat-file", "-p", blob.strip()).stdout
+        assert shown == "written behind its back\n"
+        return
     assert sorted(packs.glob("*.pack")) == packed
     assert git.run(repo, "cat-file", "-e", blob.strip()).returncode != 0
 
