@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from paella_tui.supervisor.store import death_group, private_index
 from paella_tui.supervisor.store.git_start import joining
 from paella_tui.supervisor.store.gitcli import Git
 from paella_tui.supervisor.store.private_index import remove_left_lock
+from paella_tui.supervisor.store.workspace import Workspace
 
 # (arguments, stdin, private index?, joins the group?)
 ROUTES: list[tuple[list[str], bytes | None, bool, bool]] = [
@@ -150,32 +152,45 @@ def test_disabled_there_is_no_group(monkeypatch: pytest.MonkeyPatch) -> None:
     assert death_group.group() is None
 
 
-def test_a_left_private_index_lock_is_removed_once_no_process_has_it_open(
-    tmp_path: Path,
-) -> None:
+def test_a_left_private_index_lock_is_removed_once_no_process_has_it_open(repo: Path) -> None:
     """A dead paella's git in its death group ends a moment after paella: the next snapshot
     waits for the lock to be closed before removing it (never under a git still writing)."""
-    index = tmp_path / "private.index"
-    lock = tmp_path / "private.index.lock"
+    index = repo / ".git" / "private.index"
+    lock = repo / ".git" / "private.index.lock"
     lock.write_bytes(b"half an index")
     holder = subprocess.Popen(
         ["/bin/sh", "-c", 'exec 3<"$1"; echo open; sleep 0.4', "sh", str(lock)],
         stdout=subprocess.PIPE,
     )
     assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
-    remove_left_lock(index)
+    remove_left_lock(index, Workspace.find(repo))
     assert holder.poll() is not None, "the lock was removed while a process had it open"
     assert not lock.exists()
 
 
+def test_a_left_lock_is_kept_while_a_git_runs_in_the_repository(repo: Path) -> None:
+    """Between closing its lock and renaming it into place, git holds no descriptor of it: a
+    git running in the repository counts as the lock in use (left_locks.in_use)."""
+    index = repo / ".git" / "private.index"
+    lock = repo / ".git" / "private.index.lock"
+    lock.write_bytes(b"")
+    running = subprocess.Popen(["git", "cat-file", "--batch"], cwd=repo, stdin=subprocess.PIPE)
+    assert running.stdin is not None
+    threading.Timer(0.4, running.stdin.close).start()
+    remove_left_lock(index, Workspace.find(repo))
+    assert running.poll() is not None, "the lock was removed while a git ran in the repository"
+    assert not lock.exists()
+
+
 def test_a_left_lock_held_open_for_good_is_removed_after_the_wait(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(private_index, "LEFT_LOCK_WAIT_S", 0.1)
-    index = tmp_path / "private.index"
-    lock = tmp_path / "private.index.lock"
+    index = repo / ".git" / "private.index"
+    lock = repo / ".git" / "private.index.lock"
     lock.write_bytes(b"")
+    workspace = Workspace.find(repo)
     with lock.open("rb"):  # held by this very process, past the wait
-        remove_left_lock(index)
+        remove_left_lock(index, workspace)
         assert not lock.exists()
-    remove_left_lock(index)  # no lock: nothing to do
+    remove_left_lock(index, workspace)  # no lock: nothing to do

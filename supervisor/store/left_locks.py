@@ -113,11 +113,12 @@ def _verdict(workspace: Workspace, lock: Path, *, since: float) -> str:
         return "gone"
     if made < since - _CLOCK_SLACK_S:
         return "older"
-    return "in use" if _in_use(workspace, lock) else "left"
+    return "in use" if in_use(workspace, lock) else "left"
 
 
-def _in_use(workspace: Workspace, lock: Path) -> bool:
-    """Whether a process has ``lock`` open, or a git process runs in this repository."""
+def in_use(workspace: Workspace, lock: Path) -> bool:
+    """Whether a process has ``lock`` open, or a git process runs in this repository (between
+    closing a lock and renaming it into place, git holds no descriptor of it)."""
     places = {str(workspace.root), str(workspace.git_dir), str(workspace.common_dir)}
     import psutil
 

@@ -158,32 +158,24 @@ class Memo:
 
 
 LEFT_LOCK_WAIT_S = 2.0
-"""How long a left private index lock may stay open by a process before it is removed anyway."""
+"""How long a left private index lock may stay in use before it is removed anyway."""
 
 
-def remove_left_lock(index_file: Path) -> None:
-    """Remove the lock a dead paella's git left on the private index, once no process has it
-    open. The snapshot lock's holder calls it: that paella is dead, and its git dies with it,
-    but a git in its death group (gitcli) dies a moment after the snapshot lock is free (its
-    keeper wakes when paella's descriptors close, as the lock's does), and one still writing
-    must not find the lock gone under it. Rare (only after a death mid-write), so the look at
-    every process's open files is affordable; waits at most :data:`LEFT_LOCK_WAIT_S`."""
+def remove_left_lock(index_file: Path, workspace: Workspace) -> None:
+    """Remove the lock a dead paella's git left on the private index, once it is not in use
+    (:func:`~paella_tui.supervisor.store.left_locks.in_use`: open by a process, or a git running
+    in the repository). The snapshot lock's holder calls it: that paella is dead, and its git
+    dies with it, but a git in its death group (gitcli) dies a moment after the snapshot lock is
+    free, and one still writing must not find the lock gone under it. Rare (only after a death
+    mid-write), so the look at every process is affordable; waits at most
+    :data:`LEFT_LOCK_WAIT_S`."""
     lock = index_file.with_name(index_file.name + ".lock")
     if not lock.exists():
         return
+    from paella_tui.supervisor.store.left_locks import in_use  # only on this rare path
+
     deadline = time.monotonic() + LEFT_LOCK_WAIT_S
-    while _open_by_a_process(lock) and time.monotonic() < deadline:
+    while in_use(workspace, lock) and time.monotonic() < deadline:
         time.sleep(0.02)
     with contextlib.suppress(FileNotFoundError):
         lock.unlink()
-
-
-def _open_by_a_process(path: Path) -> bool:
-    import psutil  # only on this rare path
-
-    target = str(path)
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if any(handle.path == target for handle in proc.open_files()):
-                return True
-    return False

@@ -143,7 +143,7 @@ class Snapshotter:
         with OwnedLock(self.lock_file, what=what).hold(timeout=LOCK_TIMEOUT_S):
             # We own the lock, so its previous owner is dead, and its git children die with it
             # (gitcli): a private index lock left behind is theirs, never a live paella's.
-            remove_left_lock(self.index_file)
+            remove_left_lock(self.index_file, self.workspace)
             yield
 
     def take_locked(self, what: str = "a snapshot", *, follow_changes: bool = False) -> Snapshot:
