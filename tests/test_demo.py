@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_paella
+from conftest import run_paella_in_process
 from played_demo import GROUP as played_demo_group
 from played_demo import PlayedDemo, agent_processes, played_demo
 from test_tui_tmux import recorded
@@ -155,7 +155,8 @@ def test_headless_demo_tells_the_whole_story_and_ends_done(demo: PlayedDemo) -> 
 
 def test_a_non_empty_folder_that_is_not_a_demo_is_refused(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
-    proc = run_paella(tmp_path, "demo", "--headless", "--fast", "--dir", str(tmp_path))
+    # Refused before anything starts: the command's words and status, through ``cli.main``.
+    proc = run_paella_in_process(tmp_path, "demo", "--headless", "--fast", "--dir", str(tmp_path))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "not empty, and not an earlier paella demo" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

@@ -5,6 +5,12 @@ crashes, and is resumed with a handoff; ``paella status``, ``log``, ``gates``, `
 ``resume`` and ``rollback`` are run from other processes the way a person in a second tmux pane
 would. Every test also checks the headless output is plain (timestamped lines, no ANSI codes) and
 that no process of the agent's tree is left.
+
+A run whose subject is what it judges, records and prints (the whole loop, a claimed-done resume,
+an agent that cannot start) goes through ``cli.main`` in the test process (``Project.judged``):
+the same loop, agent, gates and git, without an interpreter's start-up and imports. The tests of
+the process itself (a second process reading the live run, paella killed and its orphan stopped
+by the resume, signals and their exit statuses) run the command in subprocesses.
 """
 
 from __future__ import annotations
@@ -61,6 +67,13 @@ class Project(PlannedRepo):
     def paella(self, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
         """The real command in a subprocess: runs and resumes (signals, a process of their own)."""
         return run_paella(self.repo, *args, env=self.env, timeout=timeout)
+
+    def judged(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """A run or resume through ``cli.main`` in this process, for a test of what the run
+        judges, records and prints (hostile_project.HostileProject.judged says more): the same
+        exit status and output, without the interpreter's start-up and imports (~0.3 s of CPU a
+        run). A test of the process (signals, a kill, what outlives it) keeps ``paella``."""
+        return run_paella_in_process(self.repo, *args, env=self.env)
 
     def read(self, *args: str) -> subprocess.CompletedProcess[str]:
         """A command that reads or mends the state (status, gates, handoff, log, rollback)
@@ -268,7 +281,7 @@ def test_episodes_regression_crash_rollback_handoff_and_done(
         }
     )
 
-    proc = w.paella("run", "--headless", "--on-death", "rollback")
+    proc = w.judged("run", "--headless", "--on-death", "rollback")
 
     assert proc.returncode == 0, proc.stdout + proc.stderr + w.trace()
     out = proc.stdout
@@ -391,12 +404,12 @@ def test_a_resumed_agent_that_claims_done_with_a_red_gate_is_not_done(
         gates=2,
     )
 
-    first = w.paella("run", "--headless", "--on-death", "stop")
+    first = w.judged("run", "--headless", "--on-death", "stop")
     assert first.returncode == 1, first.stdout + first.stderr
     assert_plain(first.stdout)
     assert "■ run stopped, not done: handoff written; stopped (policy)" in first.stdout
 
-    resumed = w.paella("resume", "--headless", "--on-death", "stop")
+    resumed = w.judged("resume", "--headless", "--on-death", "stop")
 
     assert resumed.returncode == 1, resumed.stdout + resumed.stderr
     out = resumed.stdout
@@ -703,7 +716,7 @@ def test_an_agent_command_that_does_not_exist_is_refused_before_anything_starts(
     w = workspace({}, gates=1, agent=["paella-no-such-agent-xyz", "{prompt}"])
     before = w.tree()
 
-    proc = w.paella("run", "--headless")
+    proc = w.judged("run", "--headless")
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "'paella-no-such-agent-xyz'" in proc.stderr and "not found" in proc.stderr

@@ -11,6 +11,7 @@ the frozen checks, the run is not done (exit 1), and the handoff names the chang
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -129,7 +130,7 @@ def test_the_gates_run_on_a_scratch_tree_only_while_a_protected_file_differs(
     assert not any(Path(place).exists() for place in places)
 
 
-async def test_g_with_no_agent_running_judges_the_checks_as_frozen(
+def test_g_with_no_agent_running_judges_the_checks_as_frozen(
     tmp_path: Path, git: GitRunner
 ) -> None:
     """The TUI's `g` after the agent stopped: the same judge as `paella gates` and the run."""
@@ -140,13 +141,13 @@ async def test_g_with_no_agent_running_judges_the_checks_as_frozen(
 
     script, path, _red = ATTACKS["edits-the-check-to-pass"]
     p = _project(tmp_path, git, script)
-    # The real command in a subprocess: this test runs in an event loop of its own.
-    assert p.paella("run", "--headless").returncode == 1
+    assert p.judged("run", "--headless").returncode == 1
     run = RunStore(Workspace.find(p.repo)).current()
     assert run is not None
     view = RunView.load(run)
     assert view.contract is not None
-    finished = await judge_once(run, view.contract, lambda _event: None, view)
+    # The TUI's own event loop, as `g` has it once the run is over.
+    finished = asyncio.run(judge_once(run, view.contract, lambda _event: None, view))
     assert finished.frozen == (path,)
     assert [r.status for r in finished.results] == ["fail"]
     run.ledger.flush()  # judge_once records through the ledger's writer thread
