@@ -116,6 +116,17 @@ class PlannedRepo:
         """The commit ``name`` names in the repository, or None."""
         return self.git.run(self.repo, "rev-parse", "--verify", "-q", name).stdout.strip() or None
 
+    def refs(self, *names: str) -> list[str | None]:
+        """What each of ``names`` names in the repository (as ``ref`` says, one each), or None:
+        through one ``git cat-file --batch-check`` rather than a ``rev-parse`` a name."""
+        if not names:
+            return []
+        out = self.git(
+            self.repo, "cat-file", "--batch-check=%(objectname)", input="\n".join(names) + "\n"
+        ).splitlines()
+        assert len(out) == len(names), (names, out)
+        return [None if line.endswith((" missing", " ambiguous")) else line for line in out]
+
     def tree(self) -> TreeState:
         """The work tree (everything but .git), byte for byte."""
         return capture_tree(self.repo)

@@ -172,14 +172,19 @@ class Scenario(PlannedRepo):
         and tree, and there is no other ref of the run but the frozen content's: ``frozen/0``
         keeps the run's start tree (judge/frozen.py), ``frozen/<n>`` what a person accepted."""
         kinds = ("checkpoint", "salvage", "step", "protected-accepted")
-        for record in self.ledger(*kinds):
-            assert self.ref(record["ref"]) == record["commit"], f"{record['ref']} is missing"
-            assert self.ref(f"{record['commit']}^{{tree}}") == record["tree"]
-        refs = self.git(self.repo, "for-each-ref", "--format=%(refname)", self.run.ref_prefix)
-        expected = [r["ref"] for r in self.ledger(*kinds)]
+        kept = self.ledger(*kinds)
         start = f"{self.run.ref_prefix}/frozen/0"
+        # Every name through one git process: each record's ref and its commit's tree, and the
+        # start tree's frozen copy.
+        names = [n for r in kept for n in (r["ref"], f"{r['commit']}^{{tree}}")]
+        found = self.refs(*names, f"{start}^{{tree}}")
+        for i, record in enumerate(kept):
+            assert found[2 * i] == record["commit"], f"{record['ref']} is missing"
+            assert found[2 * i + 1] == record["tree"]
+        refs = self.git(self.repo, "for-each-ref", "--format=%(refname)", self.run.ref_prefix)
+        expected = [r["ref"] for r in kept]
         if start in refs.split():
-            assert self.ref(f"{start}^{{tree}}") == self.ledger("run-tree")[0]["tree"]
+            assert found[-1] == self.ledger("run-tree")[0]["tree"]
             expected.append(start)
         assert sorted(refs.split()) == sorted(expected)
 
