@@ -501,7 +501,10 @@ def test_status_json_from_another_process_while_the_run_is_live(
             while True:
                 if proc.poll() is not None:
                     raise AssertionError(f"paella ended early: {proc.communicate()}")
-                if w.ledger("agent-started"):
+                # `status` (a whole command: the fold, the agent's processes, the mirror) is
+                # asked once the ledger (read again only when it changed) holds the checkpoint
+                # it must show, not every 100 ms while the agent works towards it.
+                if len(w.ledger("checkpoint")) >= n and w.ledger("agent-started"):
                     status = w.status()
                     seen.append(status)
                     if len(status["checkpoints"]) >= n:
