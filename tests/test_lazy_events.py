@@ -57,7 +57,8 @@ for request in iter(sys.stdin.readline, ""):
         except BaseException:
             print(json.dumps({"error": traceback.format_exc()}), flush=True)
         os._exit(0)
-    os.waitpid(child, 0)
+    if os.waitpid(child, 0)[1]:  # it died before it could answer
+        print(json.dumps({"error": "the folding child died"}), flush=True)
 """
 
 # Every test here runs in one worker: one folding interpreter serves them all.
