@@ -48,12 +48,14 @@ import sys
 import tarfile
 import warnings
 import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
 from typing import Literal
 
 import pip
+import pyproject_hooks
 import pytest
 from build import ProjectBuilder
 from build.env import DefaultIsolatedEnv
@@ -92,6 +94,16 @@ def build_distributions(into: Path) -> None:
     isolated build environment: the steps ``python -m build`` takes for each, in its order."""
     with DefaultIsolatedEnv() as env:
         installed: set[str] = set()
+        # The hooks' processes keep the bytecode they compile, as they would anywhere but here
+        # (the suite leaves the temporary folder, where the environment is, uncached): the
+        # backend is compiled by the first hook, not by all six.
+        bytecode = bytecode_folder(into / "build-bytecode", env.python_executable)
+
+        def runner(
+            cmd: Sequence[str], cwd: str | None = None, extra: Mapping[str, str] | None = None
+        ) -> None:
+            environ = {**(extra or {}), "PYTHONPYCACHEPREFIX": str(bytecode)}
+            pyproject_hooks.default_subprocess_runner(cmd, cwd, environ)
 
         def need(requirements: set[str]) -> None:
             # What the environment already holds is not installed twice.
@@ -99,7 +111,7 @@ def build_distributions(into: Path) -> None:
             installed.update(requirements)
 
         def build(source: Path, distribution: Literal["sdist", "wheel"], outdir: Path) -> Path:
-            builder = ProjectBuilder.from_isolated_env(env, source)
+            builder = ProjectBuilder.from_isolated_env(env, source, runner)
             need(builder.build_system_requires)  # the backend, from the index
             need(builder.get_requires_for_build(distribution))  # what it asks for besides
             return Path(builder.build(distribution, outdir))
@@ -116,6 +128,7 @@ def build_distributions(into: Path) -> None:
         build(unpacked / top, "wheel", into / "via-sdist")
         build(ROOT, "wheel", into / "from-tree")
     shutil.rmtree(unpacked)
+    shutil.rmtree(bytecode)
 
 
 @pytest.fixture(scope="session")
@@ -276,6 +289,28 @@ def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 PIP_RUNNER = Path(pip.__file__).parent / "__pip-runner__.py"
 
 
+def bytecode_folder(folder: Path, python: str) -> Path:
+    """``folder``, made to be the bytecode cache (``PYTHONPYCACHEPREFIX``) of processes run by
+    ``python``, with the bytecode of that Python's standard library shared with the suite's own
+    cache: the standard library never changes, so it is compiled once for every session, not
+    once per environment (about 140 modules, 0.6 to 1 s of CPU each time; Python still checks
+    every cached file against its source). Without a suite cache, ``folder`` starts empty."""
+    folder.mkdir()
+    shared = os.environ.get("PYTHONPYCACHEPREFIX")
+    if shared:
+        probe = [python, "-S", "-c", "import os; print(os.path.dirname(os.__file__))"]
+        stdlib = subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip()
+        target = Path(shared) / stdlib.lstrip(os.sep)
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError:  # where the suite caches nothing (its own temporary folder)
+            return folder
+        link = folder / stdlib.lstrip(os.sep)
+        link.parent.mkdir(parents=True)
+        link.symlink_to(target, target_is_directory=True)
+    return folder
+
+
 class Venv:
     """A fresh virtual environment and the commands run in it.
 
@@ -287,9 +322,10 @@ class Venv:
 
     The commands run in the environment keep that bytecode, in a folder of their own beside it
     (``PYTHONPYCACHEPREFIX``): the suite's own cache leaves everything under the temporary
-    folder uncached (see ``bytecode_cache``), so each ``python`` of the environment compiled
+    folder uncached (see tests/bytecode_cache.py), so each ``python`` of the environment compiled
     textual, rich and paella from source again (an import of every module: 2.2 s of CPU against
-    1.0 s cached). Where Python runs files an agent rewrites, nothing is cached, as before: the
+    1.0 s cached); the standard library's bytecode is the suite's (``bytecode_folder``).
+    Where Python runs files an agent rewrites, nothing is cached, as before: the
     folders named in ``workspaces`` (the demo's) and the temporary folder the commands get
     (``TMPDIR``, where scratch trees go). pip itself runs with the suite's settings, under which
     its own modules are cached.
@@ -314,7 +350,7 @@ class Venv:
         self.pip_env = dict(self.env)
         temporary = path.parent / f"{path.name}-tmp"
         temporary.mkdir()
-        bytecode = path.parent / f"{path.name}-bytecode"
+        bytecode = bytecode_folder(path.parent / f"{path.name}-bytecode", python)
         for folder in (temporary, *workspaces):
             # A plain file where the folder's cache would go: Python cannot make it, and skips.
             blocked = bytecode / str(folder.resolve()).lstrip(os.sep)
