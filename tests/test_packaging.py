@@ -40,9 +40,11 @@ from __future__ import annotations
 
 import email
 import hashlib
+import marshal
 import os
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tarfile
@@ -97,7 +99,7 @@ def build_distributions(into: Path) -> None:
         # The hooks' processes keep the bytecode they compile, as they would anywhere but here
         # (the suite leaves the temporary folder, where the environment is, uncached): the
         # backend is compiled by the first hook, not by all six.
-        bytecode = bytecode_folder(into / "build-bytecode", env.python_executable)
+        bytecode = bytecode_folder(into / "build-bytecode", probe(env.python_executable))
 
         def runner(
             cmd: Sequence[str], cwd: str | None = None, extra: Mapping[str, str] | None = None
@@ -289,26 +291,136 @@ def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 PIP_RUNNER = Path(pip.__file__).parent / "__pip-runner__.py"
 
 
-def bytecode_folder(folder: Path, python: str) -> Path:
+# What bytecode_folder and CompiledModules need to know of an interpreter.
+PROBE = (
+    "import os, sys, importlib.util\n"
+    "print(os.path.dirname(os.__file__), sys.implementation.cache_tag, sep='\\n')\n"
+    "print(importlib.util.MAGIC_NUMBER.hex())\n"
+)
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """A Python's standard library folder, bytecode file tag (``cpython-313``) and magic."""
+
+    stdlib: str
+    tag: str
+    magic: bytes
+
+
+def probe(python: str) -> Interpreter:
+    out = subprocess.run([python, "-S", "-c", PROBE], capture_output=True, text=True, check=True)
+    stdlib, tag, magic = out.stdout.splitlines()
+    return Interpreter(stdlib, tag, bytes.fromhex(magic))
+
+
+def bytecode_folder(folder: Path, python: Interpreter) -> Path:
     """``folder``, made to be the bytecode cache (``PYTHONPYCACHEPREFIX``) of processes run by
     ``python``, with the bytecode of that Python's standard library shared with the suite's own
     cache: the standard library never changes, so it is compiled once for every session, not
-    once per environment (about 140 modules, 0.6 to 1 s of CPU each time; Python still checks
-    every cached file against its source). Without a suite cache, ``folder`` starts empty."""
+    once per environment (about 150 modules, 0.6 s of CPU each time; Python still checks every
+    cached file against its source). Without a suite cache, ``folder`` starts empty."""
     folder.mkdir()
     shared = os.environ.get("PYTHONPYCACHEPREFIX")
     if shared:
-        probe = [python, "-S", "-c", "import os; print(os.path.dirname(os.__file__))"]
-        stdlib = subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip()
-        target = Path(shared) / stdlib.lstrip(os.sep)
+        target = Path(shared) / python.stdlib.lstrip(os.sep)
         try:
             target.mkdir(parents=True, exist_ok=True)
         except OSError:  # where the suite caches nothing (its own temporary folder)
             return folder
-        link = folder / stdlib.lstrip(os.sep)
+        link = folder / python.stdlib.lstrip(os.sep)
         link.parent.mkdir(parents=True)
         link.symlink_to(target, target_is_directory=True)
     return folder
+
+
+class CompiledModules:
+    """The bytecode an environment's commands compiled for its installed modules, kept from one
+    session to the next by the content of each source, and lent to the next environment that
+    installs the very same file.
+
+    Each session installs the wheel and its dependencies afresh, so Python found no valid
+    bytecode for them (it checks a source's mtime and size) and compiled again the 500 modules
+    the demo and the import of every module load: 1.3 s of CPU per environment (textual 0.55,
+    paella 0.35), and paella's again after its reinstall. ``keep`` stores, per file of
+    site-packages, the sha256 of its source and the code Python compiled from it (the file's
+    last version only); ``lend`` writes that code back as the bytecode of an installed file
+    whose source has the same sha256, under a header with that file's own mtime and size: the
+    code Python compiles from that source (it sets the code's file name as it loads it).
+    Anything else Python compiles as before. One file per interpreter beside the suite's own
+    cache (one read, not one per module: opening files is dear here); without a suite cache,
+    nothing is kept.
+    """
+
+    def __init__(self, python: Interpreter, bytecode: Path, site: Path) -> None:
+        self.python, self.site = python, site
+        self.cached = bytecode / str(site).lstrip(os.sep)
+        shared = os.environ.get("PYTHONPYCACHEPREFIX")
+        name = f"{python.tag}-{python.magic.hex()}.marshal"
+        self.store = Path(shared) / "packaging-modules" / name if shared else None
+        self.entries: dict[str, tuple[bytes, bytes]] | None = None  # path: (sha256, code)
+        self.valid: dict[Path, int] = {}  # bytecode lent or kept: its file's mtime then
+
+    def _load(self) -> dict[str, tuple[bytes, bytes]]:
+        if self.entries is None:
+            try:
+                self.entries = marshal.loads(self.store.read_bytes()) if self.store else {}
+            except (OSError, ValueError, EOFError, TypeError):
+                self.entries = {}
+        return self.entries
+
+    def _pyc(self, relative: str) -> Path:
+        return self.cached / f"{relative.removesuffix('.py')}.{self.python.tag}.pyc"
+
+    def _header(self, source: Path) -> bytes:
+        info = source.stat()
+        mtime, size = int(info.st_mtime) & 0xFFFFFFFF, info.st_size & 0xFFFFFFFF
+        return self.python.magic + struct.pack("<III", 0, mtime, size)
+
+    def lend(self) -> None:
+        """Bytecode for every installed source whose content was compiled before."""
+        for relative, (digest, code) in self._load().items():
+            source, pyc = self.site / relative, self._pyc(relative)
+            try:
+                header = self._header(source)
+                if pyc in self.valid and pyc.read_bytes()[:16] == header:
+                    continue  # what was lent or kept for it still holds (not reinstalled)
+                if hashlib.sha256(source.read_bytes()).digest() != digest:
+                    continue
+            except FileNotFoundError:
+                continue  # not installed
+            pyc.parent.mkdir(parents=True, exist_ok=True)
+            pyc.write_bytes(header + code)
+            self.valid[pyc] = pyc.stat().st_mtime_ns
+
+    def keep(self) -> None:
+        """Store what the commands compiled, for the sources installed now."""
+        if self.store is None or not self.cached.is_dir():
+            return
+        entries, added = self._load(), False
+        for pyc in self.cached.rglob(f"*.{self.python.tag}.pyc"):
+            mtime = pyc.stat().st_mtime_ns
+            if self.valid.get(pyc) == mtime:
+                continue  # lent or kept already, and Python did not write it again
+            relative = str(pyc.relative_to(self.cached)).removesuffix(f".{self.python.tag}.pyc")
+            source = self.site / f"{relative}.py"
+            compiled = pyc.read_bytes()
+            try:
+                if compiled[:16] != self._header(source):
+                    continue  # not from this source (uninstalled, or written before a change)
+            except FileNotFoundError:
+                continue
+            entries[f"{relative}.py"] = (
+                hashlib.sha256(source.read_bytes()).digest(),
+                compiled[16:],
+            )
+            self.valid[pyc] = mtime
+            added = True
+        if added:
+            self.store.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.store.with_name(f"{self.store.name}.{os.getpid()}")
+            partial.write_bytes(marshal.dumps(entries))
+            partial.replace(self.store)
 
 
 class Venv:
@@ -350,7 +462,10 @@ class Venv:
         self.pip_env = dict(self.env)
         temporary = path.parent / f"{path.name}-tmp"
         temporary.mkdir()
-        bytecode = bytecode_folder(path.parent / f"{path.name}-bytecode", python)
+        interpreter = probe(python)
+        bytecode = bytecode_folder(path.parent / f"{path.name}-bytecode", interpreter)
+        (site,) = path.glob("lib/python*/site-packages")
+        self.compiled = CompiledModules(interpreter, bytecode, site)
         for folder in (temporary, *workspaces):
             # A plain file where the folder's cache would go: Python cannot make it, and skips.
             blocked = bytecode / str(folder.resolve()).lstrip(os.sep)
@@ -385,6 +500,8 @@ class Venv:
         return [sys.executable, "-m", "pip", "--python", python, *options, *args]
 
     def pip(self, *args: str) -> str:
+        """Run pip on the environment; around it, bytecode is kept and lent (CompiledModules)."""
+        self.compiled.keep()
         if args[0] == "install":
             args = ("install", "--no-compile", *args[1:])
         result = subprocess.run(
@@ -397,6 +514,8 @@ class Venv:
             timeout=600,
         )
         assert result.returncode == 0, f"pip {args}: {result.stdout[-2000:]}{result.stderr[-2000:]}"
+        if args[0] == "install":
+            self.compiled.lend()
         return result.stdout + result.stderr
 
     def site_packages(self) -> Path:
@@ -528,6 +647,7 @@ def test_paella_and_supervisord_live_in_one_environment_in_both_orders(
     assert not theirs.exists()
     assert tree_digest(venv.path) == paella_alone
     paella_runs()
+    venv.compiled.keep()  # for the next session's environment
 
 
 @pytest.mark.slow
@@ -548,3 +668,4 @@ def test_the_wheel_runs_on_every_supported_python(
     version = venv.ok("python", "-c", "import sys; print(sys.version_info[:2])").strip()
     assert version == f"(3, {minor})"
     imports_every_module(venv)
+    venv.compiled.keep()  # for the next session's environment
