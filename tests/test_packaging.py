@@ -16,7 +16,8 @@ these choices, benchmarks/README.md has the table):
   one isolated environment: ``python -m build`` makes one per distribution and installs the
   same hatchling into each (1.2 s of CPU a time), and a backend does not write into its
   environment, so a fresh one would hold the same files. The built files are byte for byte
-  those the CLI builds (compared once: benchmarks/README.md).
+  those the CLI builds (compared once: benchmarks/README.md). The hooks' processes keep their
+  bytecode, as they would anywhere but in this suite's temporary folder.
 - ``test_the_wheel_installs_one_import_name``, ``..._equals_the_one_built_from_the_tree``,
   ``test_the_sdist_holds_real_files_and_the_license``, ``test_the_metadata_...``: read the
   built files only.
@@ -33,7 +34,10 @@ these choices, benchmarks/README.md has the table):
 
 pip acts on each test environment from this suite's pip, run under the environment's own
 interpreter: what ``pip --python`` does after a first pip process has read the options, without
-that first process (0.3 s of CPU a call).
+that first process (0.3 s of CPU a call). The commands run in a test environment compile
+only what no earlier session compiled from the same source: the interpreter's standard library
+is cached in the suite's own bytecode cache, and the installed modules' code is lent by the
+sha256 of each source (``CompiledModules``; 1.3 s of CPU per environment).
 """
 
 from __future__ import annotations
@@ -279,7 +283,8 @@ def test_the_command_is_the_projects_script_where_pip_and_pipx_find_it(tmp_path:
 @pytest.fixture(scope="session")
 def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One pip cache for the session's venvs: what one install downloaded or built, the next
-    one reuses (pip's cache is safe to share between processes)."""
+    one reuses (pip's cache is safe to share between processes), where the index lets pip cache
+    its answers (this machine's sends no caching headers: each install downloads again)."""
     with session_once(tmp_path_factory, "pip-cache"):
         pass
     return session_root(tmp_path_factory) / "pip-cache"
