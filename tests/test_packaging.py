@@ -369,9 +369,10 @@ class CompiledModules:
     def _load(self) -> dict[str, tuple[bytes, bytes]]:
         if self.entries is None:
             try:
-                self.entries = marshal.loads(self.store.read_bytes()) if self.store else {}
+                entries = marshal.loads(self.store.read_bytes()) if self.store else {}
             except (OSError, ValueError, EOFError, TypeError):
-                self.entries = {}
+                entries = {}  # none yet, or not ours: Python compiles, and keep rewrites it
+            self.entries = entries if isinstance(entries, dict) else {}
         return self.entries
 
     def _pyc(self, relative: str) -> Path:
