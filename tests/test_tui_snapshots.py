@@ -212,6 +212,10 @@ def app_for(events: list[Event]) -> tuple[PaellaApp, object]:
     app.board.run = replace(
         app.board.run, usage_by_attempt=MappingProxyType({1: FIRST_ATTEMPT_USAGE})
     )
+    # The toasts last until the screenshot: a warning's lasts 6 s of wall time, and at load 30
+    # on two cores the start, the feed and the settling took longer (the snapshot missed it).
+    notify = app.notify
+    setattr(app, "notify", lambda message, **kw: notify(message, **{**kw, "timeout": 3600}))  # noqa: B010
 
     async def run_before(pilot: Pilot[int]) -> None:
         for event in events:
