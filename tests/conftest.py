@@ -214,8 +214,22 @@ def empty_folder(folder: Path) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Freeze what start-up made (pytest, its plugins, their imports: ~60k objects) out of the
     garbage collector's view (in pytest-xdist's controlling process, which collects no tests,
-    this is all there is to freeze)."""
+    this is all there is to freeze). And fewer collector passes for the whole session: a
+    Textual App allocates tens of thousands of container objects per start and per frame, most
+    freed at once by reference counting; with the default thresholds (a young pass every 700
+    net allocations, an older one every ten of those) the collector made about 70 young and 6
+    middle passes per App and a full one every other App, each walking the App's live DOM (a
+    120x36 main screen: 557 ms of CPU per App with the defaults, 381 ms with these; the Pilot
+    files' own CPU 25-30 % less, the engine's files no different). Nothing a test asserts
+    depends on when a cycle is freed: processes and files are closed explicitly."""
     gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *GC_OLDER_THRESHOLDS)
+
+
+GC_YOUNG_THRESHOLD = 50_000
+"""Net container allocations between two young-generation passes (Python's default: 700)."""
+GC_OLDER_THRESHOLDS = (20, 20)
+"""Young passes per middle pass, middle passes per full pass (the defaults: 10 and 10)."""
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from textual.app import App
-from tui_gc import fewer_collections
 
 from paella_tui.gate_log_screen import GateLogScreen
-
-
-@pytest.fixture(autouse=True)
-def _fewer_collections() -> Iterator[None]:
-    """Fewer passes of the garbage collector while the App runs (tui_gc says why)."""
-    with fewer_collections():
-        yield
 
 
 class Host(App[None]):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from test_profile_runs import CLAUDE_SID, claude_run
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static
-from tui_gc import fewer_collections
 
 from paella_tui.app import PaellaApp
 from paella_tui.output_feed import OutputFeed
@@ -63,13 +62,6 @@ PARAMS = [pytest.param(agent, scenario, id=f"{agent}-{scenario}") for agent, sce
 
 # The marks DecodedTail colours: a marked line always comes with its colour.
 MARKS = ("✗", "✓", "$", "●", "✎")
-
-
-@pytest.fixture(autouse=True)
-def _fewer_collections() -> Iterator[None]:
-    """Fewer passes of the garbage collector while the App runs (tui_gc says why)."""
-    with fewer_collections():
-        yield
 
 
 @pytest.fixture(autouse=True)

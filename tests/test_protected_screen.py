@@ -7,7 +7,6 @@ the ledger record with who decided, the file's bytes, and the undo of a revert.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,20 +14,12 @@ import pytest
 import tomli_w
 from conftest import GitRunner, run_paella_in_process
 from test_tui_app import ledger, make_app, new_run, running, screen_text, until
-from tui_gc import fewer_collections
 
 from paella_tui.protected_screen import ProtectedScreen
 from paella_tui.recovery_screen import RecoveryScreen
 
 SPEC = b"frozen spec\r\nno newline at the end"
 EDITED = b"the agent's spec\n"
-
-
-@pytest.fixture(autouse=True)
-def _fewer_collections() -> Iterator[None]:
-    """Fewer passes of the garbage collector while the App runs (tui_gc says why)."""
-    with fewer_collections():
-        yield
 
 
 def _project(repo: Path, git: GitRunner, tmp_path: Path) -> None:

@@ -7,23 +7,14 @@ to the terminal each time, whatever they read. Only a line that reads differentl
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Static
-from tui_gc import fewer_collections
 
 from paella_tui.widgets.run_header import RunHeader
-
-
-@pytest.fixture(autouse=True)
-def _fewer_collections() -> Iterator[None]:
-    """Fewer passes of the garbage collector while the App runs (tui_gc says why)."""
-    with fewer_collections():
-        yield
 
 
 class Host(App[None]):

@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ import pytest
 import tomli_w
 from rich.style import Style
 from textual.pilot import Pilot
-from tui_gc import fewer_collections
 from waiting import wait_until_async
 
 from paella_tui.app import PaellaApp
@@ -40,13 +39,6 @@ from paella_tui.widgets.output_view import OutputView
 AGENT = Path(__file__).parent / "agents" / "episodes.py"
 SIZE = (120, 36)
 WAIT_S = 25.0
-
-
-@pytest.fixture(autouse=True)
-def _fewer_collections() -> Iterator[None]:
-    """Fewer passes of the garbage collector while the App runs (tui_gc says why)."""
-    with fewer_collections():
-        yield
 
 
 @pytest.fixture(autouse=True)

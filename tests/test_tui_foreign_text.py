@@ -12,14 +12,13 @@ from __future__ import annotations
 import contextlib
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tomli_w
 from textual.pilot import Pilot
-from tui_gc import fewer_collections
 from waiting import wait_until_async
 
 from paella_tui.app import PaellaApp
@@ -78,13 +77,6 @@ print("FAILED {failed_id} - AssertionError: item[key] [/tmp/x]")
 print("=== 1 failed ===")
 sys.exit(1)
 """
-
-
-@pytest.fixture(autouse=True)
-def _fewer_collections() -> Iterator[None]:
-    """Fewer passes of the garbage collector while the App runs (tui_gc says why)."""
-    with fewer_collections():
-        yield
 
 
 @pytest.fixture(autouse=True)

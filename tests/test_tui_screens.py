@@ -8,7 +8,7 @@ rollback (so there is a salvage snapshot), and ledger records of gate results an
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,6 @@ from textual.app import App
 from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import DataTable, Markdown, OptionList, Static
-from tui_gc import fewer_collections
 
 from paella_tui.diff_screen import MAX_DIFF_LINES, DiffScreen
 from paella_tui.handoff_screen import HandoffScreen
@@ -37,13 +36,6 @@ from paella_tui.supervisor.store.workspace import Workspace
 from paella_tui.widgets.recovery_panel import RecoveryPanel
 
 RUN_ID = "20261129-021455-ab12"
-
-
-@pytest.fixture(autouse=True)
-def _fewer_collections() -> Iterator[None]:
-    """Fewer passes of the garbage collector while the App runs (tui_gc says why)."""
-    with fewer_collections():
-        yield
 
 
 @pytest.fixture(autouse=True)

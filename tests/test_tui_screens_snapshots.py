@@ -20,7 +20,6 @@ import pytest
 from test_tui_screens import Host, Scripted, make_facts, no_run, settle
 from textual.pilot import Pilot
 from textual.screen import Screen
-from tui_gc import fewer_collections
 
 from paella_tui.diff_screen import DiffScreen
 from paella_tui.handoff_screen import HandoffScreen
@@ -42,13 +41,6 @@ STATE_DIR_PREFIX = "paella-snap-"
 STATE_DIR_LENGTH = 31
 
 SnapCompare = Callable[..., bool]
-
-
-@pytest.fixture(autouse=True)
-def _fewer_collections() -> Iterator[None]:
-    """Fewer passes of the garbage collector while the App runs (tui_gc says why)."""
-    with fewer_collections():
-        yield
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,6 @@ from types import MappingProxyType
 
 import pytest
 from textual.pilot import Pilot
-from tui_gc import fewer_collections
 
 from paella_tui.app import PaellaApp
 from paella_tui.supervisor.agent.output_tail import OutputTail
@@ -77,13 +76,6 @@ name = "stable exports"
 goal = "Exports are byte-stable across runs."
 gates = ["export-format"]
 """
-
-
-@pytest.fixture(autouse=True)
-def _fewer_collections() -> Iterator[None]:
-    """Fewer passes of the garbage collector while the App runs (tui_gc says why)."""
-    with fewer_collections():
-        yield
 
 
 @pytest.fixture(autouse=True)
