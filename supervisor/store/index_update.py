@@ -56,7 +56,10 @@ def update_index(
     the removals fit on its command line. Returns the paths left out, with why."""
     left_out: list[tuple[str, str]] = []
     removals: list[str] = []
-    if sum(len(p) + 3 for p in remove) <= _MAX_ARGV_BYTES:
+    # With nothing to remove, no removal options either: a snapshot that found nothing changed
+    # then starts no update-index at all (one with nothing to do writes nothing; about half of
+    # a run's snapshots).
+    if remove and sum(len(p) + 3 for p in remove) <= _MAX_ARGV_BYTES:
         # Paths on the command line are taken in order, before --stdin's; "./" keeps a path
         # that starts with a dash from reading as an option.
         removals = ["--force-remove", *(f"./{p}" for p in remove), "--no-force-remove"]
