@@ -166,21 +166,23 @@ class IgnoreRules:
         """What the memo keeps of the rules, for the rule folders ``folders``."""
         return {"globs": list(self.exclude), "files": _within(look, folders)}
 
-    def drop_newly_ignored(self) -> None:
+    def drop_newly_ignored(self) -> list[str]:
         """Take out of the private index the entries git now ignores, unless the user's own
-        index tracks them (force-added files stay in)."""
+        index tracks them (force-added files stay in). Returns the ignored entries it keeps:
+        what :meth:`blind` would list now, with no listing of its own."""
         # A path snapshotted while untracked stays in the private index even after it becomes
         # ignored: a fresh snapshot would not hold it.
         listing = ["ls-files", "-z", "-c", "-i", "--exclude-standard", *self.exclude_args()]
-        ours = set(self.git.lines_z(listing))
+        ours = self.git.lines_z(listing)
         if not ours:
-            return
+            return []
         theirs = set(self.workspace.git.lines_z(listing))
-        stale = sorted(ours - theirs)
+        stale = sorted(set(ours) - theirs)
         if stale:
             self.git.run(
                 ["update-index", "--force-remove", "-z", "--stdin"], input=encode_paths_z(stale)
             )
+        return [path for path in ours if path in theirs]
 
     def blind(self) -> list[str]:
         """Private-index entries git ignores (by the rules or ``exclude``): the watcher drops

@@ -149,12 +149,55 @@ class Memo:
         # git writes the index with the umask's mode; paella's state is private.
         with contextlib.suppress(OSError):
             os.chmod(self.index_file, 0o600)
-        memo = {"index": self._index_signature(), **fields}
+        memo = {"index": self._index_signature(), "checksum": index_checksum(self.index_file)}
+        memo.update(fields)
         tmp = self.memo_file.with_name(self.memo_file.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             json.dump(memo, handle)
         os.replace(tmp, self.memo_file)
+
+
+_TRAILER_BYTES = 32
+"""The end of an index file read as its checksum: git closes the file with a hash of everything
+before it (20 bytes with SHA-1, 32 with SHA-256; the last 32 hold it either way)."""
+
+
+def index_checksum(index_file: Path) -> str | None:
+    """The index file's closing checksum (hex), or None: no file, or no checksum (written with
+    ``index.skipHash``: zeros)."""
+    try:
+        with open(index_file, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() < _TRAILER_BYTES:
+                return None
+            handle.seek(-_TRAILER_BYTES, os.SEEK_END)
+            trailer = handle.read(_TRAILER_BYTES)
+    except OSError:
+        return None
+    return None if not any(trailer[-20:]) else trailer.hex()
+
+
+def unchanged_tree(memo: dict[str, Any] | None, index_file: Path, objects: Path) -> str | None:
+    """The tree the last snapshot's ``write-tree`` gave, when ``write-tree`` now would give it
+    again (no git process: half of a run's snapshots find nothing changed); else None.
+
+    Sound because ``write-tree`` is a function of the index's entries, and the index is the
+    very one the memo saw: its checksum (a hash of its whole content, read when the memo was
+    saved, after that ``write-tree`` stored its cache) is the same, whatever its inode or times
+    say. ``write-tree`` with a valid cache also checks only that the top tree is in the object
+    store; so does this, by its loose object file (a packed or missing one: git is asked).
+    """
+    if memo is None:
+        return None
+    tree, checksum = memo.get("tree"), memo.get("checksum")
+    if not isinstance(tree, str) or len(tree) < 40 or not isinstance(checksum, str):
+        return None
+    if checksum != index_checksum(index_file):
+        return None
+    if not (objects / tree[:2] / tree[2:]).is_file():
+        return None
+    return tree
 
 
 LEFT_LOCK_WAIT_S = 2.0

@@ -56,7 +56,7 @@ from paella_tui.supervisor.store.index_update import (
     is_attributes_file,
     update_index,
 )
-from paella_tui.supervisor.store.private_index import Memo, remove_left_lock, seed
+from paella_tui.supervisor.store.private_index import Memo, remove_left_lock, seed, unchanged_tree
 from paella_tui.supervisor.store.raw_blobs import PRIVATE_CONFIG, RawBlobs
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -360,8 +360,8 @@ class Snapshotter:
         folders = known | folders_holding([*changed, *untracked])
         started_ns, look, away = rules_seen
         rules_changed = self.rules.changed(memo, look)
-        if rules_changed:
-            self.rules.drop_newly_ignored()
+        # The ignored entries the private index keeps, when the rules changed: a listing saved.
+        kept = self.rules.drop_newly_ignored() if rules_changed else None
         known_links = memo.get("gitlinks") if memo is not None else None
         attributes = _attributes_after(memo, [*changed, *untracked], gone)
         if (
@@ -376,7 +376,8 @@ class Snapshotter:
             folders = folders_holding(entries)
         else:
             links = list(known_links)
-        tree = self.git.out(["write-tree"])
+        objects = self.workspace.common_dir / "objects"  # the same tree, with no git: see there
+        tree = unchanged_tree(memo, self.index_file, objects) or self.git.out(["write-tree"])
         # Entries git ignores can only appear with new rules or a new index (a seed, a rollback:
         # no memo then); a snapshot adds no ignored path. So the list is kept until then.
         known_blind = (memo or {}).get("blind")
@@ -384,7 +385,7 @@ class Snapshotter:
         if not rules_changed and isinstance(known_blind, list):
             blind = list(known_blind)
         elif self.changes.following:
-            blind = self.rules.blind()
+            blind = kept if kept is not None else self.rules.blind()
         else:
             blind = None
         self._memo.save(
@@ -400,6 +401,7 @@ class Snapshotter:
             skipped=[s.path for s in skipped],
             scan=self.scan_spec(),
             dormant=self.dormant.memo(away, gone),
+            tree=tree,
         )
         return Snapshot(tree=tree, skipped=tuple(skipped), uncovered=tuple(links))
 
