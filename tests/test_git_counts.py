@@ -18,6 +18,7 @@ the longer way gave: the snapshot is the work tree byte for byte, the mirror's s
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -279,3 +280,125 @@ def test_head_and_its_full_branch_name_in_one_reading(
     assert head.commit == git.head(repo)
     assert head.branch == (git.branch(repo) or None)
     assert ref == (git.run(repo, "symbolic-ref", "-q", "HEAD").stdout.strip() or None)
+
+
+def _take(snapper: Snapshotter, git: GitRunner, repo: Path, started: Started) -> str:
+    """A snapshot's tree (``started`` holds only its git processes), checked against the work
+    tree byte for byte."""
+    started.clear()
+    tree = snapper.take_locked().tree
+    seen = list(started)
+    assert _snapshot_state(git, repo, tree) == capture_tree(repo)
+    started[:] = seen
+    return tree
+
+
+def _private_write_tree(git: GitRunner, repo: Path, snapper: Snapshotter) -> str:
+    """What ``write-tree`` gives on the private index now (the honest answer)."""
+    proc = subprocess.run(
+        ["git", "write-tree"],
+        cwd=repo,
+        env={**os.environ, "GIT_INDEX_FILE": str(snapper.index_file)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return proc.stdout.strip()
+
+
+def test_a_snapshot_that_finds_nothing_changed_runs_only_its_two_listings(
+    repo: Path, git: GitRunner, started: Started
+) -> None:
+    """No ``update-index`` with nothing to do, no ``write-tree`` over the index the last
+    snapshot wrote: the memo's tree is the same tree; a change brings both back."""
+    (repo / "a.txt").write_text("one\n")
+    snapper = Snapshotter(Workspace.find(repo))
+    first = _take(snapper, git, repo, started)
+    assert _take(snapper, git, repo, started) == first
+    assert started == ["diff-files", "ls-files"]
+    (repo / "a.txt").write_text("two\n")
+    changed = _take(snapper, git, repo, started)
+    assert changed != first
+    assert started == ["diff-files", "ls-files", "update-index", "write-tree"]
+    assert _take(snapper, git, repo, started) == changed
+    assert started == ["diff-files", "ls-files"]
+
+
+def test_a_snapshot_whose_tree_object_is_gone_asks_write_tree_again(
+    repo: Path, git: GitRunner, started: Started
+) -> None:
+    (repo / "a.txt").write_text("one\n")
+    snapper = Snapshotter(Workspace.find(repo))
+    tree = _take(snapper, git, repo, started)
+    loose = repo / ".git" / "objects" / tree[:2] / tree[2:]
+    loose.unlink()  # as a `git gc --prune=now` of an unnamed tree would
+    assert _take(snapper, git, repo, started) == tree
+    assert started == ["diff-files", "ls-files", "write-tree"]
+    assert loose.is_file()
+
+
+def test_a_private_index_changed_under_the_same_memo_is_written_as_it_is(
+    repo: Path, git: GitRunner, started: Started
+) -> None:
+    """The memo's tree is taken only for the index whose checksum it kept: an index rewritten
+    with other entries (here an ignored file added behind paella's back, which no listing
+    shows) under the memo's inode, size and times (a reused inode in one clock tick, forged
+    here) gives what ``write-tree`` gives."""
+    (repo / ".gitignore").write_text("*.log\n")
+    (repo / "kept.log").write_text("ignored\n")
+    snapper = Snapshotter(Workspace.find(repo))
+    before = snapper.take_locked().tree
+    env = {**os.environ, "GIT_INDEX_FILE": str(snapper.index_file)}
+    subprocess.run(["git", "update-index", "--add", "kept.log"], cwd=repo, env=env, check=True)
+    memo = json.loads(snapper.memo_file.read_text())
+    st = os.stat(snapper.index_file)
+    memo["index"] = [st.st_ino, st.st_size, st.st_mtime_ns]
+    snapper.memo_file.write_text(json.dumps(memo))
+    started.clear()
+    tree = snapper.take_locked().tree
+    assert "write-tree" in started
+    assert tree == _private_write_tree(git, repo, snapper) != before
+    assert "kept.log" in git.tree(repo, tree)
+
+
+def test_a_followed_snapshot_after_a_rule_change_lists_the_ignored_entries_once(
+    repo: Path, git: GitRunner, started: Started
+) -> None:
+    """The ignored entries the private index keeps (the watcher cannot see them) are the ones
+    the drop of newly ignored entries listed, not a listing of their own; the memo holds what
+    that listing would give."""
+    (repo / "a.txt").write_text("a\n")
+    (repo / "b.log").write_text("b\n")
+    (repo / "forced.log").write_text("f\n")
+    (repo / ".gitignore").write_text("*.tmp\n")
+    git(repo, "add", "a.txt", ".gitignore")
+    git(repo, "add", "-f", "forced.log")
+    git(repo, "commit", "-q", "-m", "files")
+    snapper = Snapshotter(Workspace.find(repo))
+    snapper.changes.follow()
+    snapper.take_locked(follow_changes=True)  # the first is a full scan
+    (repo / ".gitignore").write_text("*.log\n")
+    snapper.changes.note([".gitignore"])
+    started.clear()
+    tree = snapper.take_locked(follow_changes=True).tree
+    # The listings, the rule change (the private index's ignored entries, the user's), the
+    # newly ignored entry out, the tree; the ignored entries kept are not listed again.
+    assert started == [
+        "diff-files",
+        "ls-files",
+        "update-index",
+        "ls-files",
+        "ls-files",
+        "update-index",
+        "write-tree",
+    ]
+    assert set(git.tree(repo, tree)) == {"README.md", "a.txt", ".gitignore", "forced.log"}
+    blind = json.loads(snapper.memo_file.read_text())["blind"]
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "-c", "-i", "--exclude-standard"],
+        cwd=repo,
+        env={**os.environ, "GIT_INDEX_FILE": str(snapper.index_file)},
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert blind == [p.decode() for p in listed.split(b"\0") if p] == ["forced.log"]
