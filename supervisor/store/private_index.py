@@ -149,8 +149,11 @@ class Memo:
         # git writes the index with the umask's mode; paella's state is private.
         with contextlib.suppress(OSError):
             os.chmod(self.index_file, 0o600)
-        memo = {"index": self._index_signature(), "checksum": index_checksum(self.index_file)}
-        memo.update(fields)
+        memo: dict[str, object] = {
+            "index": self._index_signature(),
+            "checksum": index_checksum(self.index_file),
+            **fields,
+        }
         tmp = self.memo_file.with_name(self.memo_file.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
