@@ -101,11 +101,13 @@ def _user_index(kind: str, repo: Path, git: GitRunner) -> None:
 
 # What each seed runs before the full scan. Before (round 8): ``config --get-regexp`` (split
 # index, sparse checkout), ``ls-files --stage`` (the copy readable), ``ls-files -v`` (hiding
-# bits), ``ls-files -z`` (paths), ``config --get core.autocrlf``, then ``check-attr``.
-_UNHIDE = ["ls-files", "update-index", "check-attr"]
+# bits), ``ls-files -z`` (paths), ``config --get core.autocrlf``, then ``check-attr``. Round 11:
+# no ``check-attr`` where no attributes file can reach an entry (AttributeSources.may_apply), and
+# the copy's list of its .gitattributes entries spares the full scan after it one too.
+_UNHIDE = ["ls-files", "update-index"]
 _EVERY_PATH = ["ls-files", "ls-files", "fast-import", "update-index"]  # stored ids, raw blobs
 SEEDS = {
-    "plain": ["ls-files", "check-attr"],
+    "plain": ["ls-files"],
     "skip-worktree": _UNHIDE,
     "assume-unchanged": _UNHIDE,
     # Not a plain index (a bare key is true to git): HEAD's tree, not a copy.
@@ -137,12 +139,14 @@ def test_a_seed_reads_the_user_index_once_and_keeps_the_bytes_on_disk(
     snap = snapper.take_locked()
     seed = started[: started.index("diff-files")]
     assert seed == SEEDS[kind]
-    # The full scan after it: its listings, the hashing, the tree; no configuration read.
+    # The full scan after it: its listings, the hashing, the tree; no configuration read. After
+    # a copy it knows the index's .gitattributes entries (none here): no check-attr.
+    copied = "read-tree" not in seed
     assert started[len(seed) :] == [
         "diff-files",
         "ls-files",
         "update-index",
-        "check-attr",
+        *([] if copied else ["check-attr"]),
         "ls-files",
         "ls-files",
         "write-tree",
@@ -402,3 +406,38 @@ def test_a_followed_snapshot_after_a_rule_change_lists_the_ignored_entries_once(
         check=True,
     ).stdout
     assert blind == [p.decode() for p in listed.split(b"\0") if p] == ["forced.log"]
+
+
+# Where the attribute that made the user's index hold converted bytes (``text``: CRLF stored as
+# LF) is when the seed copies that index; whether the seed asks ``check-attr``.
+SEED_ATTRIBUTES = {
+    "no attributes file": (None, False),
+    "on disk and in the index": ("sub/.gitattributes", True),
+    "in the index only (gone from disk)": ("sub/.gitattributes", True),
+    "in info/attributes": (".git/info/attributes", True),
+}
+
+
+@pytest.mark.parametrize("case", SEED_ATTRIBUTES)
+def test_a_seed_asks_check_attr_only_where_an_attributes_file_can_reach_and_keeps_raw_bytes(
+    repo: Path, git: GitRunner, started: Started, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(repo.parent / "config"))  # no global file
+    rules, asks = SEED_ATTRIBUTES[case]
+    (repo / "sub").mkdir()
+    if rules is not None:
+        (repo / rules).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rules).write_text("*.txt text\n")
+    (repo / "sub" / "a.txt").write_bytes(b"one\r\ntwo\r\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "files")
+    if case.startswith("in the index only"):
+        (repo / "sub" / ".gitattributes").unlink()
+    if rules is not None:  # the user's index holds git's conversion, not the bytes on disk
+        assert git(repo, "cat-file", "blob", ":sub/a.txt") == "one\ntwo"
+    snapper = Snapshotter(Workspace.find(repo))
+    started.clear()
+    tree = snapper.take_locked().tree
+    seed = started[: started.index("diff-files")]
+    assert _snapshot_state(git, repo, tree) == capture_tree(repo)
+    assert ("check-attr" in seed) == asks

@@ -23,15 +23,19 @@ from typing import Any
 
 from paella_tui.supervisor.base.files import ensure_dir
 from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
+from paella_tui.supervisor.store.index_update import AttributeSources, is_attributes_file
 from paella_tui.supervisor.store.raw_blobs import RawBlobs
 from paella_tui.supervisor.store.workspace import Workspace
 
 
-def seed(index_file: Path, workspace: Workspace, git: Git, raw: RawBlobs) -> None:
+def seed(
+    index_file: Path, workspace: Workspace, git: Git, raw: RawBlobs, attributes: AttributeSources
+) -> list[str] | None:
     """Create the private index if it is missing: a copy of the user's index when it is a plain
-    one (its stat cache: the first snapshot hashes only what changed), else HEAD's tree."""
+    one (its stat cache: the first snapshot hashes only what changed), else HEAD's tree. Returns
+    the copy's ``.gitattributes`` entries (None: no copy made now)."""
     if index_file.exists():
-        return
+        return None
     ensure_dir(index_file.parent)
     real_index = workspace.git_dir / "index"
     # The configuration as git reads it now (no process of its own: git_programs.ConfigWatch).
@@ -47,11 +51,18 @@ def seed(index_file: Path, workspace: Workspace, git: Git, raw: RawBlobs) -> Non
             paths = _clear_hiding_bits(git, listing.stdout)
             autocrlf = config_values(settings, "core.autocrlf")
             everything = bool(autocrlf) and _is_true(autocrlf[-1], also=(b"input",))
-            raw.keep_raw_bytes(paths if everything else raw.converting(paths))
-            return
+            # Which entries git may have converted: ``check-attr`` only when an attributes file
+            # can reach them (AttributeSources.may_apply; none can, in most repositories).
+            in_index = [p for p in paths if is_attributes_file(p)]
+            if everything:
+                raw.keep_raw_bytes(paths)
+            elif attributes.may_apply(paths, in_index):
+                raw.keep_raw_bytes(raw.converting(paths))
+            return in_index
         index_file.unlink()
     if git.rev_parse("HEAD^{tree}"):
         git.run(["read-tree", "HEAD"])
+    return None
 
 
 def config_values(settings: bytes, key: str) -> list[bytes | None]:

@@ -229,7 +229,8 @@ class Snapshotter:
         look = self.rules.look(sorted(known), started_ns)
         if paths is not None:
             paths = self._scope(paths, memo, look)
-        seed(self.index_file, self.workspace, self.git, self.raw)
+        # A copy of the user's index names its .gitattributes entries (a memo of no snapshot).
+        seeded = seed(self.index_file, self.workspace, self.git, self.raw, self.attributes)
         status, untracked = self._listing(paths)
         back, away = self.dormant.back(memo)  # tracked, ignored files written back (dormant.py)
         untracked = list(dict.fromkeys([*untracked, *back]))
@@ -245,7 +246,7 @@ class Snapshotter:
         for path, why in update_index(self.git, self.raw, to_update, remove=removed):
             skipped.append(SkippedFile(path, why))
         # The private index's .gitattributes entries now: the memo's, and any just added.
-        attributes = _attributes_after(memo, to_update)
+        attributes = _attributes_after(memo or {"attributes": seeded}, to_update)
         if self.attributes.may_apply(to_update, attributes):
             self.attribute_checks += 1
             self.raw.keep_raw_bytes(self.raw.converting(to_update))
