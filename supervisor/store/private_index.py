@@ -199,8 +199,11 @@ def unchanged_tree(memo: dict[str, Any] | None, index_file: Path, objects: Path)
     Sound because ``write-tree`` is a function of the index's entries, and the index is the
     very one the memo saw: its checksum (a hash of its whole content, read when the memo was
     saved, after that ``write-tree`` stored its cache) is the same, whatever its inode or times
-    say. ``write-tree`` with a valid cache also checks only that the top tree is in the object
-    store; so does this, by its loose object file (a packed or missing one: git is asked).
+    say (a reused inode within one clock tick fools those, not the checksum). Over a valid
+    cache, ``write-tree`` writes nothing and checks only that the trees are in the object store
+    (no blob); this checks the top tree's loose object file (packed or missing: git is asked).
+    Its subtrees go with it: a prune takes an unreachable tree whole, and a repack packs a
+    reachable one whole; only object files deleted one by one could keep the top alone.
     """
     if memo is None:
         return None
