@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gc
+import hashlib
 import os
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -426,11 +428,13 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
     """A real repository at ``path`` on branch ``main`` with one commit (``README.md``).
 
     ``git init``, ``add`` and ``commit`` run once per test process, in a template; each
-    repository after that is a copy of the template's ``.git`` without its index, and ``git
-    read-tree --reset -u HEAD`` writes the index and ``README.md``: the same files as init, add
-    and commit leave (the index byte for byte but for each file's own stat data, cache tree
-    included; no reflog entry or ORIG_HEAD more), in one git process instead of three. Only
-    the commit's id and time are shared by the process's repositories."""
+    repository after that is a copy of the template's ``.git``, ``README.md`` written again, and
+    the template's index with that file's own stat data (times, device, inode, owner, size) put
+    in its one entry and its checksum made again: the same files as init, add and commit leave
+    (the index byte for byte as git would write it for this ``README.md``, cache tree included;
+    no reflog entry or ORIG_HEAD more), and no git process at all (``git read-tree --reset -u
+    HEAD`` did the index before: ~1,500 processes a suite run). Only the commit's id and time
+    are shared by the process's repositories."""
     g = git_runner or GitRunner()
     path.mkdir(parents=True, exist_ok=True)
     template = _repo_template(g)
@@ -438,13 +442,46 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
         _init_repo(path, g)
         return path.resolve()
     shutil.copytree(template, path / ".git", symlinks=True, ignore=_index_only)
-    (path / "README.md").write_text("hello\n")
-    g(path, "read-tree", "--reset", "-u", "HEAD")
+    readme = path / "README.md"
+    readme.write_text("hello\n")
+    # Written after README.md, as git writes it: the index is never older than its file.
+    (path / ".git" / "index").write_bytes(_index_for(_template_index(template), readme))
     return path.resolve()
 
 
 def _index_only(folder: str, names: list[str]) -> list[str]:
     return ["index"] if os.path.basename(folder) == ".git" else []
+
+
+# Git's index (version 2, SHA-1): a 12-byte header, then each entry's stat data as ten 32-bit
+# big-endian fields (ctime s, ns; mtime s, ns; dev; ino; mode; uid; gid; size), and a SHA-1 of
+# everything before it at the end.
+_INDEX_HEADER = b"DIRC\0\0\0\2\0\0\0\1"
+_STAT_FIELDS = struct.Struct(">10I")
+
+
+def _template_index(template: Path) -> bytes:
+    """The template's index, checked to be the one-entry version-2 index ``_index_for`` edits."""
+    data = (template / "index").read_bytes()
+    if not data.startswith(_INDEX_HEADER) or hashlib.sha1(data[:-20]).digest() != data[-20:]:
+        raise AssertionError(f"the template's index is not a one-entry version-2 index: {data!r}")
+    return data
+
+
+def _index_for(index: bytes, file: Path) -> bytes:
+    """``index`` (one entry, see ``_template_index``) with ``file``'s stat data in its entry,
+    as git stores it (each field cut to 32 bits; the mode kept: git's, not the file's)."""
+    st = os.lstat(file)
+    start = len(_INDEX_HEADER)
+    mode = _STAT_FIELDS.unpack_from(index, start)[6]
+    fields = (
+        int(st.st_ctime), st.st_ctime_ns % 1_000_000_000,
+        int(st.st_mtime), st.st_mtime_ns % 1_000_000_000,
+        st.st_dev, st.st_ino, mode, st.st_uid, st.st_gid, st.st_size,
+    )  # fmt: skip
+    stat_data = _STAT_FIELDS.pack(*(field & 0xFFFFFFFF for field in fields))
+    body = index[:start] + stat_data + index[start + _STAT_FIELDS.size : -20]
+    return body + hashlib.sha1(body).digest()
 
 
 def _repo_template(g: GitRunner) -> Path | None:

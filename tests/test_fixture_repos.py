@@ -57,3 +57,21 @@ def test_copies_are_independent(tmp_path: Path, git: GitRunner) -> None:
     git(one, "commit", "-q", "-m", "a")
     assert git(two, "log", "--format=%s") == "initial"
     assert git(two, "status", "--porcelain") == ""
+
+
+def test_the_index_holds_the_files_own_stat_data(tmp_path: Path, git: GitRunner) -> None:
+    # make_repo writes the index itself: its entry must hold README.md's own times, device,
+    # inode, owner and size, as git would store them, or git would see the file as changed.
+    copied = conftest.make_repo(tmp_path / "copied", git)
+    st = (copied / "README.md").lstat()
+    listing = git(copied, "ls-files", "--debug")
+    assert f"ctime: {int(st.st_ctime)}:{st.st_ctime_ns % 10**9}" in listing
+    assert f"mtime: {int(st.st_mtime)}:{st.st_mtime_ns % 10**9}" in listing
+    assert f"dev: {st.st_dev & 0xFFFFFFFF}\tino: {st.st_ino & 0xFFFFFFFF}" in listing
+    assert f"uid: {st.st_uid}\tgid: {st.st_gid}" in listing
+    assert f"size: {st.st_size}\tflags: 0" in listing
+    # Git reads it (its checksum holds) and, refreshing it, finds nothing to change.
+    before = (copied / ".git" / "index").read_bytes()
+    assert git(copied, "diff-files") == ""
+    git(copied, "update-index", "--refresh")
+    assert (copied / ".git" / "index").read_bytes() == before
