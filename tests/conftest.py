@@ -429,12 +429,12 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
 
     ``git init``, ``add`` and ``commit`` run once per test process, in a template; each
     repository after that is a copy of the template's ``.git``, ``README.md`` written again, and
-    the template's index with that file's own stat data (times, device, inode, owner, size) put
-    in its one entry and its checksum made again: the same files as init, add and commit leave
-    (the index byte for byte as git would write it for this ``README.md``, cache tree included;
-    no reflog entry or ORIG_HEAD more), and no git process at all (``git read-tree --reset -u
-    HEAD`` did the index before: ~1,500 processes a suite run). Only the commit's id and time
-    are shared by the process's repositories."""
+    the template's index with that file's own stat data (times, device, inode, owner, size) in
+    its entry and its checksum made again (``index_of_copy``): the same files as init, add and
+    commit leave (the index byte for byte as git would write it for this ``README.md``, cache
+    tree included; no reflog entry or ORIG_HEAD more), and no git process at all (``git
+    read-tree --reset -u HEAD`` did the index before: ~1,500 processes a suite run). Only the
+    commit's id and time are shared by the process's repositories."""
     g = git_runner or GitRunner()
     path.mkdir(parents=True, exist_ok=True)
     template = _repo_template(g)
@@ -442,46 +442,77 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
         _init_repo(path, g)
         return path.resolve()
     shutil.copytree(template, path / ".git", symlinks=True, ignore=_index_only)
-    readme = path / "README.md"
-    readme.write_text("hello\n")
-    # Written after README.md, as git writes it: the index is never older than its file.
-    (path / ".git" / "index").write_bytes(_index_for(_template_index(template), readme))
+    (path / "README.md").write_text("hello\n")
+    # Written after README.md, as git writes it: the index is never older than its files.
+    (path / ".git" / "index").write_bytes(index_of_copy(template / "index", path))
     return path.resolve()
+
+
+def copy_repo(source: Path, dest: Path) -> Path:
+    """A copy at ``dest`` of the repository at ``source`` (its work tree and ``.git``), its
+    index as git would have written it for the copy's files: every entry with the copied file's
+    own stat data (``index_of_copy``). The same state as the source, in no git process, where
+    a plain copy would leave every entry stat-dirty (git would see each file as changed until
+    an index refresh)."""
+    shutil.copytree(source, dest, symlinks=True, ignore=_index_only)
+    (dest / ".git" / "index").write_bytes(index_of_copy(source / ".git" / "index", dest))
+    return dest.resolve()
 
 
 def _index_only(folder: str, names: list[str]) -> list[str]:
     return ["index"] if os.path.basename(folder) == ".git" else []
 
 
-# Git's index (version 2, SHA-1): a 12-byte header, then each entry's stat data as ten 32-bit
-# big-endian fields (ctime s, ns; mtime s, ns; dev; ino; mode; uid; gid; size), and a SHA-1 of
-# everything before it at the end.
-_INDEX_HEADER = b"DIRC\0\0\0\2\0\0\0\1"
+# Git's index, version 2 (SHA-1): a header ("DIRC", version, number of entries); then each entry:
+# its stat data as ten 32-bit big-endian fields (ctime s, ns; mtime s, ns; dev; ino; mode; uid;
+# gid; size), the object id (20 bytes), 16 bits of flags (the low 12 the name's length), the
+# name, NULs to a multiple of 8 bytes; then the extensions (the cache tree) and a SHA-1 of
+# everything before it.
+_INDEX_HEADER = struct.Struct(">4sII")
 _STAT_FIELDS = struct.Struct(">10I")
+_ENTRY_FIXED = _STAT_FIELDS.size + 20 + 2
+_GITLINK = 0o160000
 
 
-def _template_index(template: Path) -> bytes:
-    """The template's index, checked to be the one-entry version-2 index ``_index_for`` edits."""
-    data = (template / "index").read_bytes()
-    if not data.startswith(_INDEX_HEADER) or hashlib.sha1(data[:-20]).digest() != data[-20:]:
-        raise AssertionError(f"the template's index is not a one-entry version-2 index: {data!r}")
-    return data
+def index_of_copy(index_file: Path, root: Path) -> bytes:
+    """The index in ``index_file`` (version 2) with the stat data of each file under ``root``
+    in its entry, as git stores it (each field cut to 32 bits; the mode kept: git's, not the
+    file's), its checksum made again: the bytes git writes when it refreshes that index against
+    those files. An entry whose file's bytes are not its blob's (or a gitlink's) is kept as it
+    was, so git still looks at that file (its stat data is another file's) as it would have."""
+    data = index_file.read_bytes()
+    signature, version, count = _INDEX_HEADER.unpack_from(data)
+    if (signature, version) != (b"DIRC", 2) or hashlib.sha1(data[:-20]).digest() != data[-20:]:
+        raise AssertionError(f"{index_file} is not a version-2 index git wrote")
+    body = bytearray(data[:-20])
+    pos = _INDEX_HEADER.size
+    for _ in range(count):
+        mode = _STAT_FIELDS.unpack_from(body, pos)[6]
+        (flags,) = struct.unpack_from(">H", body, pos + _STAT_FIELDS.size + 20)
+        end = body.index(b"\0", pos + _ENTRY_FIXED)
+        name = bytes(body[pos + _ENTRY_FIXED : end])
+        oid = bytes(body[pos + _STAT_FIELDS.size : pos + _STAT_FIELDS.size + 20])
+        path = os.path.join(root, os.fsdecode(name))
+        if flags & 0x3000 == 0 and mode & 0o170000 != _GITLINK and _blob_id(path) == oid:
+            st = os.lstat(path)
+            fields = (
+                int(st.st_ctime), st.st_ctime_ns % 1_000_000_000,
+                int(st.st_mtime), st.st_mtime_ns % 1_000_000_000,
+                st.st_dev, st.st_ino, mode, st.st_uid, st.st_gid, st.st_size,
+            )  # fmt: skip
+            _STAT_FIELDS.pack_into(body, pos, *(field & 0xFFFFFFFF for field in fields))
+        pos += (_ENTRY_FIXED + len(name) + 8) // 8 * 8
+    return bytes(body) + hashlib.sha1(body).digest()
 
 
-def _index_for(index: bytes, file: Path) -> bytes:
-    """``index`` (one entry, see ``_template_index``) with ``file``'s stat data in its entry,
-    as git stores it (each field cut to 32 bits; the mode kept: git's, not the file's)."""
-    st = os.lstat(file)
-    start = len(_INDEX_HEADER)
-    mode = _STAT_FIELDS.unpack_from(index, start)[6]
-    fields = (
-        int(st.st_ctime), st.st_ctime_ns % 1_000_000_000,
-        int(st.st_mtime), st.st_mtime_ns % 1_000_000_000,
-        st.st_dev, st.st_ino, mode, st.st_uid, st.st_gid, st.st_size,
-    )  # fmt: skip
-    stat_data = _STAT_FIELDS.pack(*(field & 0xFFFFFFFF for field in fields))
-    body = index[:start] + stat_data + index[start + _STAT_FIELDS.size : -20]
-    return body + hashlib.sha1(body).digest()
+def _blob_id(path: str) -> bytes | None:
+    """The id git gives the bytes at ``path`` as a blob (a symlink's: its target), without
+    filters; None when nothing is there."""
+    try:
+        data = os.fsencode(os.readlink(path)) if os.path.islink(path) else Path(path).read_bytes()
+    except OSError:
+        return None
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).digest()
 
 
 def _repo_template(g: GitRunner) -> Path | None:

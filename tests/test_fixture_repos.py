@@ -59,19 +59,62 @@ def test_copies_are_independent(tmp_path: Path, git: GitRunner) -> None:
     assert git(two, "status", "--porcelain") == ""
 
 
+def _stat_in_index(repo: Path, git: GitRunner) -> dict[str, str]:
+    """Each entry's stat data as ``git ls-files --debug`` shows it."""
+    entries = re.split(
+        r"^(?=\S)", git(repo, "-c", "core.quotepath=false", "ls-files", "--debug"), flags=re.M
+    )
+    return {e.split("\n", 1)[0]: " ".join(e.split("\n", 1)[1].split()) for e in entries if e}
+
+
+def _stat_of(file: Path) -> str:
+    """A file's stat data as git stores it and ``ls-files --debug`` shows it."""
+    st = file.lstat()
+    return (
+        f"ctime: {int(st.st_ctime)}:{st.st_ctime_ns % 10**9} "
+        f"mtime: {int(st.st_mtime)}:{st.st_mtime_ns % 10**9} "
+        f"dev: {st.st_dev & 0xFFFFFFFF} ino: {st.st_ino & 0xFFFFFFFF} "
+        f"uid: {st.st_uid} gid: {st.st_gid} size: {st.st_size} flags: 0"
+    )
+
+
 def test_the_index_holds_the_files_own_stat_data(tmp_path: Path, git: GitRunner) -> None:
     # make_repo writes the index itself: its entry must hold README.md's own times, device,
     # inode, owner and size, as git would store them, or git would see the file as changed.
     copied = conftest.make_repo(tmp_path / "copied", git)
-    st = (copied / "README.md").lstat()
-    listing = git(copied, "ls-files", "--debug")
-    assert f"ctime: {int(st.st_ctime)}:{st.st_ctime_ns % 10**9}" in listing
-    assert f"mtime: {int(st.st_mtime)}:{st.st_mtime_ns % 10**9}" in listing
-    assert f"dev: {st.st_dev & 0xFFFFFFFF}\tino: {st.st_ino & 0xFFFFFFFF}" in listing
-    assert f"uid: {st.st_uid}\tgid: {st.st_gid}" in listing
-    assert f"size: {st.st_size}\tflags: 0" in listing
+    assert _stat_in_index(copied, git) == {"README.md": _stat_of(copied / "README.md")}
     # Git reads it (its checksum holds) and, refreshing it, finds nothing to change.
     before = (copied / ".git" / "index").read_bytes()
     assert git(copied, "diff-files") == ""
     git(copied, "update-index", "--refresh")
     assert (copied / ".git" / "index").read_bytes() == before
+
+
+def test_a_copied_repository_is_its_source_with_its_own_stat_data(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    source = conftest.make_repo(tmp_path / "source", git)
+    (source / "d" / "e").mkdir(parents=True)
+    (source / "d" / "e" / "run.sh").write_text("#!/bin/sh\n")
+    (source / "d" / "e" / "run.sh").chmod(0o755)
+    (source / "a name with spaces \u00fc").write_bytes(b"\0binary" * 300)
+    (source / "link").symlink_to("d/e/run.sh")
+    git(source, "add", "-A")
+    git(source, "commit", "-q", "-m", "more")
+    (source / "README.md").write_text("changed, not staged\n")
+    (source / "untracked.txt").write_text("u\n")
+
+    copied = conftest.copy_repo(source, tmp_path / "copied")
+    assert capture_tree(copied, exclude=()).without(".git/index") == capture_tree(
+        source, exclude=()
+    ).without(".git/index")
+    # Every entry whose file is its blob holds the copy's own stat data; the changed file's
+    # entry is left as it was (another file's stat data), so git still looks at it.
+    stats = _stat_in_index(copied, git)
+    assert sorted(stats) == sorted(_stat_in_index(source, git))
+    for name in ("d/e/run.sh", "a name with spaces \u00fc", "link"):
+        assert stats[name] == _stat_of(copied / name), name
+    assert stats["README.md"] == _stat_in_index(source, git)["README.md"]
+    assert git(copied, "diff-files", "--name-only") == "README.md"
+    assert git(copied, "status", "--porcelain") == git(source, "status", "--porcelain")
+    assert git(copied, "ls-files", "-s") == git(source, "ls-files", "-s")
