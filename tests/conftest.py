@@ -448,17 +448,6 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
     return path.resolve()
 
 
-def copy_repo(source: Path, dest: Path) -> Path:
-    """A copy at ``dest`` of the repository at ``source`` (its work tree and ``.git``), its
-    index as git would have written it for the copy's files: every entry with the copied file's
-    own stat data (``index_of_copy``). The same state as the source, in no git process, where
-    a plain copy would leave every entry stat-dirty (git would see each file as changed until
-    an index refresh)."""
-    shutil.copytree(source, dest, symlinks=True, ignore=_index_only)
-    (dest / ".git" / "index").write_bytes(index_of_copy(source / ".git" / "index", dest))
-    return dest.resolve()
-
-
 def _index_only(folder: str, names: list[str]) -> list[str]:
     return ["index"] if os.path.basename(folder) == ".git" else []
 

@@ -5,6 +5,7 @@ tests that use it were written against them)."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import conftest
@@ -90,7 +91,7 @@ def test_the_index_holds_the_files_own_stat_data(tmp_path: Path, git: GitRunner)
     assert (copied / ".git" / "index").read_bytes() == before
 
 
-def test_a_copied_repository_is_its_source_with_its_own_stat_data(
+def test_an_index_written_for_a_copy_holds_the_copys_own_stat_data(
     tmp_path: Path, git: GitRunner
 ) -> None:
     source = conftest.make_repo(tmp_path / "source", git)
@@ -104,7 +105,12 @@ def test_a_copied_repository_is_its_source_with_its_own_stat_data(
     (source / "README.md").write_text("changed, not staged\n")
     (source / "untracked.txt").write_text("u\n")
 
-    copied = conftest.copy_repo(source, tmp_path / "copied")
+    # A copy of it, its index written for the copy's files.
+    copied = tmp_path / "copied"
+    shutil.copytree(source, copied, symlinks=True)
+    (copied / ".git" / "index").write_bytes(
+        conftest.index_of_copy(source / ".git" / "index", copied)
+    )
     assert capture_tree(copied, exclude=()).without(".git/index") == capture_tree(
         source, exclude=()
     ).without(".git/index")
