@@ -33,10 +33,18 @@ any_edit_st = st.one_of(
 )
 
 
-def snapshotter(root: Path, where: Path, exclude: tuple[str, ...] = BYPRODUCTS) -> Snapshotter:
-    """A command's snapshotter (no watcher) whose private index lives in ``where``."""
+def snapshotter(
+    root: Path,
+    where: Path,
+    exclude: tuple[str, ...] = BYPRODUCTS,
+    workspace: Workspace | None = None,
+) -> Snapshotter:
+    """A command's snapshotter (no watcher) whose private index lives in ``where``; on
+    ``workspace`` when given (found once: the work tree's paths, the same for every
+    snapshotter), else on one it finds as a command does."""
     with state_dir(where):
-        return Snapshotter(Workspace.find(root), max_file_size=MAX_SIZE, exclude=exclude)
+        found = workspace or Workspace.find(root)
+        return Snapshotter(found, max_file_size=MAX_SIZE, exclude=exclude)
 
 
 def early_tree(root: Path, where: Path, exclude: tuple[str, ...] = BYPRODUCTS) -> tuple[str, int]:
@@ -65,19 +73,21 @@ def test_an_early_scan_gives_the_tree_of_the_snapshots_own_listing(
     tmp = tmp_path_factory.mktemp("early")
     root = make_repo(tmp / "repo")
     (root / "keep.log").write_text("tracked though ignored\n")
-    Workspace.find(root).git.run(["add", "-f", "keep.log"])
+    # The early path finds its workspace as the command does; the references use one found once.
+    workspace = Workspace.find(root)
+    workspace.git.run(["add", "-f", "keep.log"])
     # Two private indexes with the same history: one snapshotted from early scans, one from the
     # snapshot's own listings (the slow path), after every step.
     for where in ("early-state", "slow-state"):
-        snapshotter(root, tmp / where).take_locked()
+        snapshotter(root, tmp / where, workspace=workspace).take_locked()
     for edits in steps:
         for edit in edits:
             apply(root, edit, False)
         tree, taken = early_tree(root, tmp / "early-state")
         assert taken == 1, edits  # the fast path was the one checked
-        slow = snapshotter(root, tmp / "slow-state").take_locked().tree
+        slow = snapshotter(root, tmp / "slow-state", workspace=workspace).take_locked().tree
         assert tree == slow, edits
-        assert tree == full_scan_tree(Workspace.find(root), tmp / "fresh-state"), edits
+        assert tree == full_scan_tree(workspace, tmp / "fresh-state"), edits
 
 
 OTHER_SNAPSHOT = """
