@@ -18,6 +18,7 @@ from conftest import make_repo, run_paella_in_process
 from test_snapshot_follow import MAX_SIZE, full_scan_tree, state_dir, watcher_view
 
 from paella_tui.supervisor.judge.byproducts import BYPRODUCTS
+from paella_tui.supervisor.store.gitcli import Git
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -48,7 +49,7 @@ def config(*args: str) -> Edit:
     ``outside`` are named by ``{out}``."""
 
     def edit(root: Path, outside: Path) -> set[str]:
-        Workspace.find(root).git.run(["config", *(a.format(out=outside) for a in args)])
+        Git(root).run(["config", *(a.format(out=outside) for a in args)])
         return set()
 
     return edit
@@ -59,7 +60,7 @@ def user_git(*args: str) -> Edit:
     it touches on disk are none (the watcher sees no path)."""
 
     def edit(root: Path, _: Path) -> set[str]:
-        proc = Workspace.find(root).git.run(list(args), check=False)
+        proc = Git(root).run(list(args), check=False)
         assert proc.returncode == 0, proc.stderr
         return set()
 
@@ -70,7 +71,7 @@ def git_file(rel: str, text: str) -> Edit:
     """Write a file in the git dir (no watcher sees it)."""
 
     def edit(root: Path, _: Path) -> set[str]:
-        (Workspace.find(root).git_dir / rel).write_text(text)
+        (root / ".git" / rel).write_text(text)
         return set()
 
     return edit
@@ -220,17 +221,17 @@ CASES = {
 
 def newest_checkpoint_tree(root: Path) -> str:
     """The tree of the newest checkpoint ``paella checkpoint`` made."""
-    git = Workspace.find(root).git
-    refs = git.out(["for-each-ref", "--format=%(refname)", "refs/paella/"]).split()
-    newest = max((r for r in refs if "/checkpoints/" in r), key=lambda r: int(r.rsplit("/")[-1]))
-    return git.out(["rev-parse", f"{newest}^{{tree}}"])
+    listed = Git(root).out(["for-each-ref", "--format=%(refname) %(tree)", "refs/paella/"])
+    trees = dict(line.split() for line in listed.splitlines())
+    newest = max((r for r in trees if "/checkpoints/" in r), key=lambda r: int(r.rsplit("/")[-1]))
+    return trees[newest]
 
 
-def run_snapshotter(root: Path, where: Path) -> Snapshotter:
+def run_snapshotter(workspace: Workspace, where: Path) -> Snapshotter:
     """A run's snapshotter (one for the whole run, following the watcher's paths), after the
     run's first snapshot (a full scan)."""
     with state_dir(where):
-        snapshotter = Snapshotter(Workspace.find(root), max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
+        snapshotter = Snapshotter(workspace, max_file_size=MAX_SIZE, exclude=BYPRODUCTS)
     snapshotter.changes.follow()
     snapshotter.take_locked(follow_changes=True)
     return snapshotter
@@ -257,7 +258,7 @@ def test_a_snapshot_after_an_ignore_rule_change_equals_a_fresh_one(
     for edit in case.setup:
         edit(root, outside)
     workspace = Workspace.find(root)
-    run = run_snapshotter(root, tmp_path / "run-state") if engine == "run" else None
+    run = run_snapshotter(workspace, tmp_path / "run-state") if engine == "run" else None
     if run is None:
         checkpoint_tree(root)
     for number, edit in enumerate(case.steps, 1):
