@@ -485,8 +485,8 @@ def index_of_copy(index_file: Path, root: Path) -> bytes:
         if flags & 0x3000 == 0 and mode & 0o170000 != _GITLINK and _blob_id(path) == oid:
             st = os.lstat(path)
             fields = (
-                int(st.st_ctime), st.st_ctime_ns % 1_000_000_000,
-                int(st.st_mtime), st.st_mtime_ns % 1_000_000_000,
+                *divmod(st.st_ctime_ns, 1_000_000_000),
+                *divmod(st.st_mtime_ns, 1_000_000_000),
                 st.st_dev, st.st_ino, mode, st.st_uid, st.st_gid, st.st_size,
             )  # fmt: skip
             _STAT_FIELDS.pack_into(body, pos, *(field & 0xFFFFFFFF for field in fields))
