@@ -365,6 +365,35 @@ def test_a_private_index_changed_under_the_same_memo_is_written_as_it_is(
     assert "kept.log" in git.tree(repo, tree)
 
 
+@pytest.mark.parametrize(
+    "forged",
+    [
+        ".." + "info/../" * 5 + "HEAD",  # objects/../info/../…/HEAD: .git/HEAD, a real file
+        "0" * 39,
+        "A" * 40,
+        "a" * 41,
+        "g" * 40,
+        40,
+        None,
+    ],
+    ids=["a path", "too short", "upper case", "41 digits", "not hex", "a number", "null"],
+)
+def test_a_memo_tree_that_is_no_object_name_is_never_used(
+    repo: Path, git: GitRunner, started: Started, forged: object
+) -> None:
+    """The memo lives in the git dir, where the agent writes: a tree that is not an object name
+    (40 or 64 lowercase hex digits) is never joined into a path nor taken as the tree; git's
+    ``write-tree`` answers instead."""
+    (repo / "a.txt").write_text("one\n")
+    snapper = Snapshotter(Workspace.find(repo))
+    honest = _take(snapper, git, repo, started)
+    memo = json.loads(snapper.memo_file.read_text())
+    memo["tree"] = forged
+    snapper.memo_file.write_text(json.dumps(memo))
+    assert _take(snapper, git, repo, started) == honest
+    assert started == ["diff-files", "ls-files", "write-tree"]
+
+
 def test_a_followed_snapshot_after_a_rule_change_lists_the_ignored_entries_once(
     repo: Path, git: GitRunner, started: Started
 ) -> None:

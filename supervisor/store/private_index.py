@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -192,6 +193,9 @@ def index_checksum(index_file: Path) -> str | None:
     return None if not any(trailer[-20:]) else trailer.hex()
 
 
+_OBJECT_NAME = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
 def unchanged_tree(memo: dict[str, Any] | None, index_file: Path, objects: Path) -> str | None:
     """The tree the last snapshot's ``write-tree`` gave, when ``write-tree`` now would give it
     again (no git process: half of a run's snapshots find nothing changed); else None.
@@ -208,7 +212,11 @@ def unchanged_tree(memo: dict[str, Any] | None, index_file: Path, objects: Path)
     if memo is None:
         return None
     tree, checksum = memo.get("tree"), memo.get("checksum")
-    if not isinstance(tree, str) or len(tree) < 40 or not isinstance(checksum, str):
+    # The memo is read from the git dir, which the agent can write: only an object name (40 or
+    # 64 lowercase hex digits) is ever joined into a path or handed on as a tree.
+    if not isinstance(tree, str) or not _OBJECT_NAME.fullmatch(tree):
+        return None
+    if not isinstance(checksum, str):
         return None
     if checksum != index_checksum(index_file):
         return None
