@@ -245,8 +245,10 @@ class Snapshotter:
         removed = [*gone, *(s.path for s in skipped)]
         for path, why in update_index(self.git, self.raw, to_update, remove=removed):
             skipped.append(SkippedFile(path, why))
-        # The private index's .gitattributes entries now: the memo's, and any just added.
-        attributes = _attributes_after(memo or {"attributes": seeded}, to_update)
+        # The private index's .gitattributes entries now: the memo's (or the seed's), and any
+        # just added.
+        listed = memo.get("attributes") if memo else seeded
+        attributes = _attributes_after(listed, to_update)
         if self.attributes.may_apply(to_update, attributes):
             self.attribute_checks += 1
             self.raw.keep_raw_bytes(self.raw.converting(to_update))
@@ -364,7 +366,7 @@ class Snapshotter:
         # The ignored entries the private index keeps, when the rules changed: a listing saved.
         kept = self.rules.drop_newly_ignored() if rules_changed else None
         known_links = memo.get("gitlinks") if memo is not None else None
-        attributes = _attributes_after(memo, [*changed, *untracked], gone)
+        attributes = _attributes_after((memo or {}).get("attributes"), [*changed, *untracked], gone)
         if (
             known_links is None
             or attributes is None
@@ -477,11 +479,11 @@ class Snapshotter:
 
 
 def _attributes_after(
-    memo: dict[str, Any] | None, added: Iterable[str], gone: Iterable[str] = ()
+    known: object, added: Iterable[str], gone: Iterable[str] = ()
 ) -> list[str] | None:
     """The private index's ``.gitattributes`` entries after a snapshot added ``added`` and took
-    ``gone`` out, from the memo's list of them before; None when the memo has none."""
-    known = (memo or {}).get("attributes")
+    ``gone`` out, from the list of them before (the memo's, or a seed's copy of the user's
+    index: read from disk, so anything but a list is no list); None when there is none."""
     if not isinstance(known, list):
         return None
     out = set(gone)
