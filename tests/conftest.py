@@ -26,8 +26,12 @@ from typing import TypeVar
 import pytest
 from bytecode_cache import cache_bytecode
 from cpu_meter import pytest_addoption, pytest_configure
+from suite_tmp import use_temp_root
 
-# Before xdist starts its workers: they and every subprocess inherit the bytecode cache.
+# Before xdist starts its workers: they and every subprocess inherit the temporary folder (in
+# memory where the machine has room: suite_tmp.py) and the bytecode cache, which needs to know
+# where the temporary folder is.
+use_temp_root()
 cache_bytecode()
 
 # `--cpu-by-file` (cpu_meter.py): where the suite's CPU goes, per test file.
