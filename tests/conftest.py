@@ -606,10 +606,15 @@ def run_paella_in_process(
     to files, so not a terminal), in ``cwd``, with ``env`` laid over the environment, all put
     back afterwards. It skips only the interpreter's start-up and imports (about 0.2 s of CPU
     a command): for tests of what a command does, not of how the process starts or ends
-    (signals, a hang, ``umask``: those keep ``run_paella``). ``timeout`` is accepted for the
-    same signature and not enforced."""
+    (signals, a hang, ``umask``: those keep ``run_paella``). What this process remembers of a
+    run's fold (``state_store``'s memo, by the ledger's size, time and inode) is forgotten
+    first, as a new process has none: the command reads the kept state, its seal and the ledger
+    from disk and keeps them again where they are stale, as ``paella`` does (with the memo, a
+    second command skipped that when the ledger had not grown, whatever a test did to the kept
+    files). ``timeout`` is accepted for the same signature and not enforced."""
     from paella_tui.cli import main
 
+    _as_a_new_process()
     with pytest.MonkeyPatch.context() as mp:
         for name, value in (env or {}).items():
             if value is None:
@@ -625,6 +630,13 @@ def run_paella_in_process(
             finally:
                 _as_at_exit()
     return subprocess.CompletedProcess(["paella", *args], code, out.text, err.text)
+
+
+def _as_a_new_process() -> None:
+    """Forget what this process folded (a new ``paella`` process starts with nothing)."""
+    state_store = sys.modules.get("paella_tui.supervisor.run.state_store")
+    if state_store is not None:
+        state_store._MEMO.clear()
 
 
 def _as_at_exit() -> None:

@@ -6,8 +6,8 @@ The ordinary way is the real one: ``tmux_line(RunView(...).to_json())`` on a rea
 repository with a contract of three gates and two episodes, opened by ``paella checkpoint``),
 its state varied through hypothesis; the liveness the line checks is real too (this test
 process, a process that has ended, a wrong start time, pid 1). The refusals run the real
-commands (``cli.main``, as a fresh process runs them: what this process folded before is
-forgotten first) and the fast line on the files they leave.
+commands (through ``cli.main``, as a new process runs them: ``run_paella_in_process``) and the
+fast line on the files they leave.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from paella_tui.commands.tmux_line import FACTS_FORMAT, facts_line, fast_line, is_run_id, tmux_line
 from paella_tui.supervisor.agent.usage import Usage
 from paella_tui.supervisor.base import state_seal
-from paella_tui.supervisor.run import bar_facts, state_store
+from paella_tui.supervisor.run import bar_facts
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import RUN_ID_PATTERN, RunStore
 from paella_tui.supervisor.run.state import AgentNow, AttemptEnd, ContractSpec, GateNow, Phase
@@ -197,16 +197,6 @@ def test_a_fact_that_is_not_one_word_and_one_line_is_refused(
 # --- refusals, on the files real commands leave --------------------------------------------
 
 
-def _paella(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``paella ARGS`` through ``cli.main`` in this process, as a process of its own runs it:
-    the fold this process remembers (``state_store``'s memo, by the ledger's size, time and
-    inode) is forgotten first, so the command reads the kept state, its seal and the ledger
-    from disk, and keeps them again, as a fresh ``paella`` does. (A subprocess each: 0.1 s of
-    CPU for the interpreter and its imports, 26 in this file.)"""
-    state_store._MEMO.clear()
-    return run_paella_in_process(repo, *args)
-
-
 @pytest.fixture
 def kept(tmp_path: Path) -> Path:
     """A repository whose run's state was kept (and sealed, with its facts) by real commands;
@@ -214,7 +204,7 @@ def kept(tmp_path: Path) -> Path:
     repo = make_repo(tmp_path / "repo")
     (repo / "paella.toml").write_text(CONTRACT)
     for args in (("checkpoint",), ("status",)):
-        made = _paella(repo, *args)
+        made = run_paella_in_process(repo, *args)
         assert made.returncode == 0, made.stderr
     run_id = (repo / ".git" / "paella" / "current").read_text().strip()
     return repo / ".git" / "paella" / "runs" / run_id / "state.json"
@@ -226,7 +216,7 @@ def _repo(kept: Path) -> Path:
 
 def _ordinary(kept: Path) -> str:
     """The line as a real ``paella status --tmux`` prints it (which keeps and seals again)."""
-    made = _paella(_repo(kept), "status", "--tmux")
+    made = run_paella_in_process(_repo(kept), "status", "--tmux")
     assert made.returncode == 0, made.stderr
     return made.stdout.removesuffix("\n")
 
@@ -293,7 +283,7 @@ def test_facts_behind_the_ledger_are_taken_only_within_the_lag(kept: Path) -> No
     line = fast_line(repo)
     assert line is not None
     ledger = kept.with_name("events.jsonl")
-    made = _paella(repo, "checkpoint", "--label", "more")  # the ledger grows
+    made = run_paella_in_process(repo, "checkpoint", "--label", "more")  # the ledger grows
     assert made.returncode == 0, made.stderr
     # Facts at an older offset: taken while the ledger is at most MAX_LAG_S newer, then refused.
     seal = state_seal.seal_path(kept)

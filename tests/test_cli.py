@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import run_paella, run_paella_in_process
+from conftest import run_paella_in_process
 
 from paella_tui import __version__
 from paella_tui.supervisor.run.run_view import RUN_STATES
@@ -218,9 +218,10 @@ def test_status_tmux_prints_one_line(repo: Path, paella) -> None:
 def test_status_tmux_fast_line_says_what_status_says(repo: Path) -> None:
     """The status bar's fast way (the kept state.json and /proc, no engine) prints the line
     the ordinary way prints; without a usable kept state it gives way to it."""
-    # Real processes: what the kept state holds once a command's process has ended is the point
-    # (run in this process, `gates` left no kept state fast_line would take: not equivalent).
-    paella = run_paella
+    # What the kept state holds once a command has ended is the point: each command runs as a
+    # new process would (run_paella_in_process forgets the process's fold memo first; with it,
+    # the `status` after `gates` read nothing from disk and kept nothing).
+    paella = run_paella_in_process
     from paella_tui.commands.tmux_line import fast_line, tmux_line
     from paella_tui.supervisor.run.run_view import RunView
     from paella_tui.supervisor.run.runs import RunStore
