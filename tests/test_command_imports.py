@@ -32,7 +32,7 @@ import pytest
 # gate, a recovery) load only when the fold meets one of their records (RUN_LOOP_EVENTS).
 # Not here (issue 17, start-up): the contract's reader (below, only for a run that has a
 # contract), the rollback and its raw restore (only when the state says one was interrupted),
-# and psutil (only where a recorded pid is asked about).
+# and psutil (a recorded pid's liveness is read from /proc: psutil only where there is none).
 CORE = {
     "paella_tui",
     "paella_tui.cli",
@@ -164,8 +164,9 @@ ROOMS = {
 # Never for these commands: the TUI, the watcher, the supervising engine, GitPython, and the glob
 # matcher (git matches the snapshot's patterns itself).
 FORBIDDEN_TOP = {"textual", "rich", "watchfiles", "git", "asyncio", "tomli_w", "pathspec"}
-# Nor, for what only reads and writes the run's records and git: process inspection (psutil, for
-# a recorded pid's liveness, is for the status) and, in a run without a contract, a TOML reader.
+# Nor, for what only reads and writes the run's records and git: process inspection (psutil; a
+# recorded pid's liveness, for the status, comes from /proc) and, in a run without a contract, a
+# TOML reader.
 FORBIDDEN_MORE = {
     ("checkpoints",): {"psutil"},
     # A run id's random digits (secrets, with base64, hmac, random) only where a run is opened;

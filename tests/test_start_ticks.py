@@ -1,7 +1,8 @@
 """Start ticks read from ``/proc`` and the system scan they make cheap.
 
-``start_ticks`` must agree with psutil's start time (whatever the command name holds), and a
-tree's system scan, which now rules out processes born long before the root by their ticks,
+``start_ticks`` must agree with psutil's start time (whatever the command name holds), and so
+must ``process_alive`` (``paella status``'s liveness of the run's agent) with what psutil says of
+a live process, a zombie, one that has ended and pids that name none; and a tree's system scan, which now rules out processes born long before the root by their ticks,
 must still take every marker carrier born during the tree and nothing born before it. The
 carriers here are grandchildren of the test (children of a helper), in sessions of their own:
 only the scan can find them.
@@ -26,6 +27,7 @@ from paella_tui.supervisor.agent.process_stop import stop_tree
 from paella_tui.supervisor.agent.process_tree import ProcessTree
 from paella_tui.supervisor.agent.tree_roots import spawning_root
 from paella_tui.supervisor.base.start_ticks import TICKS_PER_SECOND, born_before, start_ticks
+from paella_tui.supervisor.run.run_view import process_alive
 
 SLEEP = shutil.which("sleep") or "/bin/sleep"
 
@@ -92,6 +94,55 @@ def test_a_process_born_later_has_later_ticks_and_a_gone_one_has_none() -> None:
             proc.kill()
             proc.wait()
     assert start_ticks(2**22 + 7) is None, "no such pid"
+
+
+def _psutil_alive(pid: int, create_time: float | None) -> bool:
+    """``process_alive`` as psutil answered it (the reference: what it was until it read /proc)."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(proc.create_time() - create_time) < 1.0
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def test_process_alive_says_what_psutil_says() -> None:
+    live = subprocess.Popen([SLEEP, "30"])
+    zombie = subprocess.Popen([SLEEP, "0"])
+    ended = subprocess.Popen([sys.executable, "-S", "-c", "pass"])
+    ended.wait()
+    try:
+        deadline = time.monotonic() + 10
+        while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the child never became a zombie"
+            time.sleep(0.01)
+        started = psutil.Process(live.pid).create_time()
+        cases = [(pid, None) for pid in (os.getpid(), 1, live.pid, zombie.pid, ended.pid)]
+        cases += [(live.pid, started), (live.pid, started + 0.9), (live.pid, started - 0.9)]
+        cases += [(live.pid, started + 1.5), (live.pid, started - 30), (os.getpid(), 0.0)]
+        cases += [(2**22 + 7, None), (2**40, None), (0, None)]
+        for pid, create_time in cases:
+            expected = bool(pid) and _psutil_alive(pid, create_time)
+            assert process_alive(pid, create_time) == expected, (pid, create_time)
+        assert process_alive(live.pid, started) and not process_alive(zombie.pid, None)
+    finally:
+        live.kill()
+        for proc in (live, zombie):
+            proc.wait()
+    with pytest.raises(ValueError):  # as psutil refuses it
+        process_alive(-5, None)
+
+
+def test_a_status_asks_whether_its_agent_lives_without_psutil() -> None:
+    probe = (
+        "import os, sys\n"
+        "from paella_tui.supervisor.run.run_view import process_alive\n"
+        "print(process_alive(os.getpid(), None), process_alive(os.getppid(), None),"
+        " 'psutil' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "False"]
 
 
 def test_the_scan_takes_a_marker_carrier_born_during_the_tree_and_none_born_long_before() -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from paella_tui.supervisor.base.errors import WorkspaceError
-from paella_tui.supervisor.base.start_ticks import TICKS_PER_SECOND, start_ticks
+from paella_tui.supervisor.base.start_ticks import TICKS_PER_SECOND, boot_time, start_ticks
 
 _FILE_MODE = 0o600
 _POLL_S = 0.05
@@ -69,7 +69,7 @@ def process_start_time(pid: int) -> float | None:
     ticks = start_ticks(pid) if pid > 0 else None
     if ticks is not None and TICKS_PER_SECOND:
         try:
-            return round(ticks / TICKS_PER_SECOND + _boot_time(), 2)
+            return round(ticks / TICKS_PER_SECOND + boot_time(), 2)
         except (OSError, ValueError):
             return None
     if os.path.isdir("/proc/self"):
@@ -80,22 +80,6 @@ def process_start_time(pid: int) -> float | None:
         return round(psutil.Process(pid).create_time(), 2)
     except (psutil.Error, ValueError):
         return None
-
-
-_BOOT_TIME: list[float] = []
-
-
-def _boot_time() -> float:
-    """The system's boot time (seconds since the epoch), from ``/proc/stat``'s ``btime``."""
-    if not _BOOT_TIME:
-        with open("/proc/stat", "rb") as handle:
-            for line in handle:
-                if line.startswith(b"btime"):
-                    _BOOT_TIME.append(float(line.split()[1]))
-                    break
-            else:
-                raise OSError("no btime in /proc/stat")
-    return _BOOT_TIME[0]
 
 
 class LockHeld(WorkspaceError):

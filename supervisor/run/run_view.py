@@ -6,11 +6,13 @@ same truth as the process running the agent.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from paella_tui.supervisor.agent.usage import Usage
 from paella_tui.supervisor.base.files import read_regular_file
+from paella_tui.supervisor.base.start_ticks import TICKS_PER_SECOND, boot_time, process_state
 from paella_tui.supervisor.run.ledger import ChainBreak, ledger_iso
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.run.state import ContractSpec, Phase, RunState
@@ -27,7 +29,10 @@ def process_alive(pid: int | None, create_time: float | None) -> bool:
     """Whether ``pid`` still names the same live process (a reused pid is not mistaken for it)."""
     if not pid:
         return False
-    import psutil  # only when there is a pid to ask about (a checkpoint never does)
+    known = _alive_in_proc(pid, create_time)
+    if known is not None:
+        return known
+    import psutil  # no /proc (macOS), or a negative pid (psutil refuses it: ValueError)
 
     try:
         proc = psutil.Process(pid)
@@ -36,6 +41,26 @@ def process_alive(pid: int | None, create_time: float | None) -> bool:
         return create_time is None or abs(proc.create_time() - create_time) < 1.0
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+def _alive_in_proc(pid: int, create_time: float | None) -> bool | None:
+    """``process_alive`` from ``/proc`` as psutil reads it on Linux (the state letter its
+    ``status`` reads; its ``create_time``: the start ticks over the tick rate, plus the boot
+    time), without importing psutil (~10 ms of a ``paella status`` whose run has an agent);
+    None where ``/proc`` cannot tell (no ``/proc``, a negative pid): psutil answers then."""
+    if pid < 0 or not TICKS_PER_SECOND:
+        return None
+    read = process_state(pid)
+    if read is None:
+        return False if os.path.isdir("/proc/self") else None  # no such process
+    state, ticks = read
+    if state == b"Z":
+        return False
+    try:
+        started = ticks / TICKS_PER_SECOND + boot_time()
+    except (OSError, ValueError):
+        return None
+    return create_time is None or abs(started - create_time) < 1.0
 
 
 @dataclass
