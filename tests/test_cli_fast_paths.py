@@ -1,6 +1,7 @@
-"""``paella checkpoint [--label TEXT]`` is read without building the parser (issue 17,
-start-up): for every command line the fast reading accepts, it gives what argparse gives, and
-it leaves everything else (abbreviations, options, errors, ``--help``) to argparse."""
+"""``paella checkpoint [--label TEXT]`` and ``paella status [--json]`` are read without building
+the parser (issue 17, start-up): for every command line the fast reading accepts, it gives what
+argparse gives, and it leaves everything else (abbreviations, options, errors, ``--help``) to
+argparse."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from paella_tui.cli import _plain_checkpoint
+from paella_tui.cli import _plain_checkpoint, _plain_status
 from paella_tui.cli_parser import build_parser
 
 PARSER = build_parser()  # one parser reads every example (it keeps no state between reads)
@@ -44,6 +45,12 @@ def test_the_fast_reading_is_argparse_reading(label: str, form: str) -> None:
     assert vars(fast) == parsed(words)
 
 
+@pytest.mark.parametrize("words", [["status"], ["status", "--json"]], ids=" ".join)
+def test_the_fast_status_is_argparse_reading(words: list[str]) -> None:
+    fast = _plain_status(words)
+    assert fast is not None and vars(fast) == parsed(words)
+
+
 @pytest.mark.parametrize(
     "words",
     [
@@ -61,3 +68,24 @@ def test_the_fast_reading_is_argparse_reading(label: str, form: str) -> None:
 )
 def test_everything_else_is_left_to_argparse(words: list[str]) -> None:
     assert _plain_checkpoint(words) is None
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["status", "--js"],
+        ["status", "--json", "--json"],
+        ["status", "--watch"],
+        ["status", "--tmux"],
+        ["status", "--json", "--watch"],
+        ["status", "--help"],
+        ["status", "x"],
+        ["-C", ".", "status"],
+        ["stat"],
+        ["checkpoint"],
+        [],
+    ],
+    ids=lambda w: " ".join(w) or "nothing",
+)
+def test_every_other_status_is_left_to_argparse(words: list[str]) -> None:
+    assert _plain_status(words) is None

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from paella_tui.commands.context import Context
 from paella_tui.commands.tmux_line import tmux_line
@@ -13,6 +12,9 @@ from paella_tui.schemas import SCHEMA_VERSION
 from paella_tui.supervisor.agent.usage import Usage
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
+
+if TYPE_CHECKING:
+    import argparse  # the parser's namespace: `paella status` may be read without argparse
 
 _GATE_MARK = {
     "pass": "✓",
