@@ -4,7 +4,6 @@ how a problem message shows a TOML value (quoted, its kind, the nearest known wo
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -49,6 +48,8 @@ def quoted(value: object) -> str:
 
 def suggestion(word: str, choices: Iterable[str], *, wrap: str = '"{}"') -> str:
     """' (did you mean "x"?)' for the nearest choice, or ""."""
+    import difflib  # only for a word that is wrong: every command that reads a contract loads this
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {wrap.format(close[0])}?)" if close else ""
 
