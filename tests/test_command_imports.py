@@ -63,6 +63,8 @@ CORE = {
     "paella_tui.supervisor.store.mirror_local",
     # the mirror's loose objects, read (the state tip) and written (a ledger save) with no git
     "paella_tui.supervisor.store.loose_objects",
+    # the repository's loose refs, objects and HEAD read with no git (integrity's snapshot refs)
+    "paella_tui.supervisor.store.loose_reads",
     "paella_tui.supervisor.base.owned_lock",
     "paella_tui.supervisor.base.start_ticks",  # a lock holder's start time, from /proc
     "paella_tui.supervisor.store.raw_blobs",

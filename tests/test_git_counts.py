@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import GitRunner, TreeState, capture_tree
+from conftest import GitRunner, TreeState, capture_tree, run_paella_in_process
 
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store.git_programs import subcommand_at
@@ -268,7 +268,8 @@ def test_head_and_its_full_branch_name_in_one_reading(
     tmp_path: Path, git: GitRunner, started: Started, where: str
 ) -> None:
     """A rollback reads HEAD once: the commit, the short branch name as ``symbolic-ref
-    --short`` gives it, and the full one as ``symbolic-ref`` does."""
+    --short`` gives it, and the full one as ``symbolic-ref`` does; from the files, with no git
+    process, when the branch's ref and commit are loose and no tag shadows the branch's name."""
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
@@ -278,7 +279,9 @@ def test_head_and_its_full_branch_name_in_one_reading(
     started.clear()
     head, ref = ws.head_and_ref()
     seen = list(started)
-    if git.head(repo) is not None:
+    if where in ("a branch", "detached"):
+        assert seen == []
+    elif git.head(repo) is not None:
         assert seen == ["rev-parse"]
     assert head == ws.head()
     assert head.commit == git.head(repo)
@@ -470,3 +473,54 @@ def test_a_seed_asks_check_attr_only_where_an_attributes_file_can_reach_and_keep
     seed = started[: started.index("diff-files")]
     assert _snapshot_state(git, repo, tree) == capture_tree(repo)
     assert ("check-attr" in seed) == asks
+
+
+def _rollback_and_status(repo: Path, git: GitRunner, started: Started, *, packed: bool) -> Started:
+    """The git processes of ``paella rollback 1 --yes`` and then ``paella status`` after a
+    checkpoint (with ``packed``: every ref and object packed by git, as a ``gc`` leaves them),
+    each command's answer checked."""
+    (repo / "a.txt").write_text("one\n")
+    git(repo, "add", "a.txt")
+    assert run_paella_in_process(repo, "checkpoint").returncode == 0
+    if packed:
+        git(repo, "pack-refs", "--all")
+        git(repo, "repack", "-a", "-d", "-q")
+        git(repo, "prune-packed")
+    (repo / "a.txt").write_text("two\n")
+    (repo / "b.txt").write_text("new\n")
+    head = git.head(repo)
+    started.clear()
+    proc = run_paella_in_process(repo, "rollback", "1", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "a.txt").read_text() == "one\n" and not (repo / "b.txt").exists()
+    status = run_paella_in_process(repo, "status")
+    assert status.returncode == 0 and "warning" not in status.stderr, status.stderr
+    seen = Started(started)
+    assert git.head(repo) == head and git.branch(repo) == "main"
+    # The salvage holds what the rollback replaced; its undo brings it back.
+    assert run_paella_in_process(repo, "rollback", "salvage:1", "--yes").returncode == 0
+    assert (repo / "a.txt").read_text() == "two\n" and (repo / "b.txt").read_text() == "new\n"
+    return seen
+
+
+@pytest.mark.usefixtures("state_home")
+@pytest.mark.parametrize("packed", [False, True], ids=["loose", "packed"])
+def test_a_rollback_and_status_read_head_refs_and_commits_from_the_files(
+    repo: Path, git: GitRunner, started: Started, packed: bool
+) -> None:
+    """A rollback checks its target commit (``rev-parse --verify``, twice), reads HEAD
+    (``rev-parse``), its salvage compares the index's tree with HEAD's (``rev-parse``), the
+    rollback and ``status`` check the run's snapshot refs (``for-each-ref`` of the repository)
+    and the rollback the trees of the commits they name (``cat-file --batch-check``). Read from
+    the loose refs and objects (checked against their ids) when they are plain: no git process
+    for any of them, only each command's workspace discovery, the mirror's refs and the
+    restore's blobs. Packed (as before this, for every case), git answers them: 7 processes
+    more, and the commands do the same."""
+    seen = _rollback_and_status(repo, git, started, packed=packed)
+    counts = {name: seen.count(name) for name in ("rev-parse", "for-each-ref", "cat-file")}
+    if packed:
+        # rev-parse: discovery x2, the target x2, HEAD, HEAD's tree; for-each-ref: the
+        # repository's refs x2, the mirror's; cat-file: the commits' trees, the restore's blobs.
+        assert counts == {"rev-parse": 6, "for-each-ref": 3, "cat-file": 2}
+    else:
+        assert counts == {"rev-parse": 2, "for-each-ref": 1, "cat-file": 1}

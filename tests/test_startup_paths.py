@@ -13,6 +13,7 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -21,6 +22,8 @@ from conftest import GitRunner
 from paella_tui.supervisor.base.owned_lock import process_start_time
 from paella_tui.supervisor.run.runs import RunStore, save_to_mirror
 from paella_tui.supervisor.store import mirror as mirror_module
+from paella_tui.supervisor.store import steps
+from paella_tui.supervisor.store.loose_reads import loose_head, loose_ref, plain_ref_name
 from paella_tui.supervisor.store.mirror import STATE_REF, Mirror
 from paella_tui.supervisor.store.workspace import HeadState, Workspace
 
@@ -58,6 +61,50 @@ HEAD_STEPS = {
         _commit(git, repo, "first"),
         git(repo, "checkout", "-q", "--orphan", "fresh"),
     ),
+    # The cases HEAD read from the files (loose_reads.loose_head) must leave to git.
+    "packed refs": lambda git, repo: (_commit(git, repo, "first"), git(repo, "pack-refs", "--all")),
+    "a packed tag shadows": lambda git, repo: (
+        _commit(git, repo, "first"),
+        git(repo, "tag", "main"),
+        git(repo, "pack-refs", "--all"),
+    ),
+    "a ref under refs/ shadows": lambda git, repo: (
+        _commit(git, repo, "first"),
+        git(repo, "update-ref", "refs/main", "HEAD"),
+    ),
+    "a ref in the git dir shadows": lambda git, repo: (
+        _commit(git, repo, "first"),
+        (repo / ".git" / "main").write_text(git(repo, "rev-parse", "HEAD") + "\n"),
+    ),
+    "a branch named like a file of the git dir": lambda git, repo: (
+        _commit(git, repo, "first"),
+        git(repo, "checkout", "-q", "-b", "description"),
+    ),
+    "a packed commit": lambda git, repo: (
+        _commit(git, repo, "first"),
+        git(repo, "repack", "-a", "-d", "-q"),
+        git(repo, "prune-packed"),
+    ),
+    "a branch naming a missing commit": lambda git, repo: (
+        _commit(git, repo, "first"),
+        (repo / ".git" / "refs" / "heads" / "main").write_text("1" * 40 + "\n"),
+    ),
+    "a branch naming a tree": lambda git, repo: (
+        _commit(git, repo, "first"),
+        (repo / ".git" / "refs" / "heads" / "main").write_text(
+            git(repo, "rev-parse", "HEAD^{tree}") + "\n"
+        ),
+    ),
+    "HEAD with a space after the name": lambda git, repo: (
+        _commit(git, repo, "first"),
+        (repo / ".git" / "HEAD").write_text("ref: refs/heads/main \n"),
+    ),
+    "a symbolic link to the branch's ref": lambda git, repo: (
+        _commit(git, repo, "first"),
+        git(repo, "update-ref", "refs/heads/other", "HEAD"),
+        (repo / ".git" / "refs" / "heads" / "main").unlink(),
+        (repo / ".git" / "refs" / "heads" / "main").symlink_to("other"),
+    ),
 }
 
 
@@ -71,6 +118,18 @@ def test_head_in_one_call_reads_what_two_calls_read(
     HEAD_STEPS[step](git, repo)
     ws = Workspace.find(repo)
     assert ws.head() == _head_two_calls(ws)
+    head, ref = ws.head_and_ref()
+    assert head == ws.head()
+    assert ref == (git.run(repo, "symbolic-ref", "-q", "HEAD").stdout.strip() or None)
+    # A step's reading: HEAD's commit and the branch ``--symbolic-full-name`` names.
+    proc = git.run(repo, "rev-parse", "HEAD", "--symbolic-full-name", "HEAD")
+    words = proc.stdout.split() if proc.returncode == 0 else []
+    if len(words) == 2:
+        branch = words[1].removeprefix("refs/heads/") if words[1] != "HEAD" else None
+        assert steps._head(SimpleNamespace(workspace=ws)) == (words[0], branch)  # type: ignore[arg-type]
+    # The files are read only where they say it plainly: git is asked in every other case.
+    plain = step in ("a branch", "a branch with a slash", "detached HEAD")
+    assert (loose_head(ws.git_dir, ws.common_dir) is not None) == plain
 
 
 def _tip_by_git(mirror: Mirror, run_id: str) -> object:
@@ -157,3 +216,43 @@ def test_a_process_start_time_is_psutils_without_psutil(tmp_path: Path) -> None:
     assert process_start_time(pid_max + 1) is None
     assert process_start_time(0) is None
     assert process_start_time(-5) is None
+
+
+# A snapshot ref's file as an agent may leave it (it writes .git): what to write there.
+REF_FILES = {
+    "plain": lambda oid: (oid + "\n").encode(),
+    "no newline": lambda oid: oid.encode(),
+    "more after it": lambda oid: (oid + "\nrefs/heads/main\n").encode(),
+    "upper case": lambda oid: (oid.upper() + "\n").encode(),
+    "a symbolic ref": lambda oid: b"ref: refs/heads/main\n",
+    "a short id": lambda oid: (oid[:12] + "\n").encode(),
+}
+
+
+@pytest.mark.parametrize("kind", [*REF_FILES, "a symbolic link", "a folder", "a reftable folder"])
+def test_a_ref_read_from_its_file_is_what_git_reads_or_nothing(
+    repo: Path, git: GitRunner, kind: str
+) -> None:
+    """``loose_reads.loose_ref`` takes a ref's file only when it holds one object id and a
+    newline: then git names the same commit; anything else is left to git (None)."""
+    oid = git(repo, "rev-parse", "HEAD")
+    common = repo / ".git"
+    ref = "refs/paella/run-1/checkpoints/1"
+    path = common / ref
+    path.parent.mkdir(parents=True)
+    if kind == "a symbolic link":
+        git(repo, "update-ref", "refs/paella/run-1/checkpoints/2", oid)
+        path.symlink_to("2")
+    elif kind == "a folder":
+        path.mkdir()
+    else:
+        path.write_bytes(REF_FILES.get(kind, REF_FILES["plain"])(oid))
+        if kind == "a reftable folder":
+            (common / "reftable").mkdir()
+    found = loose_ref(common, ref)
+    assert (found is not None) == (kind == "plain")
+    if found is not None:
+        assert found == git(repo, "rev-parse", "--verify", ref) == oid
+    # Names whose file is not the ref's path are never read.
+    for name in ("refs/paella/../../HEAD", "refs/.paella/x", "refs/paella/x.lock", "HEAD", "refs"):
+        assert not plain_ref_name(name)

@@ -244,6 +244,10 @@ class DriftTracker:
         head = self.workspace.head()
         if head.commit is None:
             return []
+        if head.commit == checkpoint_head:
+            # HEAD has not moved: git found that commit, and a commit is its own ancestor.
+            self._history_reported.discard(checkpoint_head)
+            return []
         proc = self.workspace.git.run(
             ["merge-base", "--is-ancestor", checkpoint_head, head.commit], check=False
         )

@@ -23,6 +23,7 @@ from paella_tui.supervisor.run.frozen_contract import stamp as _stamp
 from paella_tui.supervisor.run.frozen_contract import verified_contract
 from paella_tui.supervisor.run.ledger import LedgerRead
 from paella_tui.supervisor.run.runs import Run
+from paella_tui.supervisor.store.loose_reads import loose_commit_tree, loose_kind, loose_ref
 from paella_tui.supervisor.store.mirror import LEDGER_NAME, Mirror
 
 
@@ -73,11 +74,13 @@ def refs_against_mirror(run: Run, read: LedgerRead, *, restore: bool = False) ->
         return []
     # One git call for every snapshot ref of the run, whatever the number of checkpoints; only
     # the folders the records name (checkpoints/, salvage/), not the thousands of steps.
+    if _refs_hold(run, records):
+        return []  # the common case, read from the ref files: no git, no mirror
     folders = sorted({str(r["ref"]).rpartition("/")[0] + "/" for r in records})
     listing = git.out(["for-each-ref", "--format=%(refname) %(objectname)", *folders])
     in_repo = dict(line.split(" ", 1) for line in listing.splitlines() if " " in line)
     if all(in_repo.get(str(r["ref"])) == r["commit"] for r in records):
-        return []  # the common case: no mirror needed
+        return []  # no mirror needed
     mirror = Mirror.for_workspace(run.workspace)
     mirrored = mirror.refs(run.run_id) or {}
     findings: list[str] = []
@@ -101,30 +104,64 @@ def refs_against_mirror(run: Run, read: LedgerRead, *, restore: bool = False) ->
     return findings
 
 
+_LOOSE_READS = 64
+"""Snapshot records past which one ``for-each-ref`` costs less than reading each ref's file."""
+
+
+def _refs_hold(run: Run, records: list[dict[str, object]]) -> bool:
+    """Whether every record's ref names its commit, as ``for-each-ref`` would list it, read
+    from the loose ref files and objects with no git process (:mod:`loose_reads`: the plain
+    case only). False means "ask git", not "moved"."""
+    if len(records) > _LOOSE_READS:
+        return False
+    common = run.workspace.common_dir
+    for record in records:
+        ref, commit = str(record["ref"]), str(record["commit"])
+        # for-each-ref leaves out a ref whose object is missing: the object must be there too.
+        if loose_ref(common, ref) != commit or loose_kind(common / "objects", commit) is None:
+            return False
+    return True
+
+
+def commit_exists(run: Run, commit: str) -> bool:
+    """Whether the repository holds ``commit`` as a commit (``rev-parse --verify X^{commit}``),
+    from its loose object when that shows it."""
+    if loose_commit_tree(run.workspace.common_dir / "objects", commit) is not None:
+        return True
+    return run.workspace.git.rev_parse(f"{commit}^{{commit}}") is not None
+
+
 def ensure_snapshot(run: Run, ref: str, commit: str) -> bool:
     """Make sure ``commit`` is in the repository (fetching ``ref`` back from the mirror if it was
     deleted or pruned there); True when it is."""
-    git = run.workspace.git
-    if git.rev_parse(f"{commit}^{{commit}}") is not None:
+    if commit_exists(run, commit):
         return True
     mirror = Mirror.for_workspace(run.workspace)
     if (mirror.refs(run.run_id) or {}).get(ref) != commit:
         return False
-    return mirror.restore_ref(ref) and git.rev_parse(f"{commit}^{{commit}}") is not None
+    return mirror.restore_ref(ref) and commit_exists(run, commit)
 
 
 def commit_trees(run: Run, commits: list[str]) -> dict[str, str]:
-    """The tree of each commit the repository holds (one git call for all of them)."""
+    """The tree of each commit the repository holds: from the loose objects where they show it
+    (:mod:`loose_reads`), one git call for all the others."""
+    objects = run.workspace.common_dir / "objects"
+    trees: dict[str, str] = {}
+    for commit in commits if len(commits) <= _LOOSE_READS else ():
+        # What cat-file reads: the commit (checked against its id) and its tree's kind.
+        tree = loose_commit_tree(objects, commit)
+        if tree is not None and loose_kind(objects, tree) == "tree":
+            trees[commit] = tree
+    commits = [c for c in commits if c not in trees]  # packed, missing or damaged: git says
     if not commits:
-        return {}
+        return trees
     query = "".join(f"{c}^{{tree}}\n" for c in commits).encode()
     try:
         out = run.workspace.git.run(
             ["cat-file", "--batch-check=%(objectname) %(objecttype)"], input=query
         ).stdout.decode(errors="replace")
     except GitError:
-        return {}
-    trees = {}
+        return trees
     for commit, line in zip(commits, out.splitlines(), strict=False):
         name, _, kind = line.partition(" ")
         if kind == "tree":

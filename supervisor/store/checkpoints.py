@@ -20,6 +20,7 @@ from paella_tui.supervisor.base.files import ensure_dir
 from paella_tui.supervisor.run.ledger import utc_now
 from paella_tui.supervisor.run.runs import Run, save_to_mirror
 from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.loose_reads import loose_commit_tree
 from paella_tui.supervisor.store.snapshot import Snapshot, Snapshotter
 from paella_tui.supervisor.store.snapshot_record import Kind as Kind
 from paella_tui.supervisor.store.snapshot_record import SnapshotRecord as SnapshotRecord
@@ -146,8 +147,11 @@ def _index_commit(run: Run, head: str | None) -> str | None:
     tree = proc.stdout.decode().strip()
     if proc.returncode != 0 or not tree:
         return None
-    if head is not None and workspace.git.rev_parse(f"{head}^{{tree}}") == tree:
-        return None
+    if head is not None:
+        # HEAD's tree from its loose commit (checked against its id) when it is one: no git.
+        head_tree = loose_commit_tree(workspace.common_dir / "objects", head)
+        if (head_tree or workspace.git.rev_parse(f"{head}^{{tree}}")) == tree:
+            return None
     parents = ["-p", head] if head else []
     return workspace.git.out(
         ["commit-tree", tree, *parents], input=b"paella: the index (staged changes) at salvage\n"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from paella_tui.supervisor.base.errors import GitError, WorkspaceError
+from paella_tui.supervisor.run.integrity import commit_exists
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store import checkpoints
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
@@ -120,8 +121,7 @@ def rollback(
     # the undo it printed) at HEAD; it is paella's to remove, and said so.
     cleared = clear_left_locks(workspace)
     workspace.require_quiet("roll back", needs_index=True)
-    git = workspace.git
-    if git.rev_parse(f"{target.commit}^{{commit}}") is None:
+    if not commit_exists(run, target.commit):
         raise RollbackError(
             f"the commit of {target.name} ({target.commit[:12]}) is missing from the repository",
             hint=f"its ref {target.ref} was deleted or the objects pruned. Nothing was changed.",

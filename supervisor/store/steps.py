@@ -27,6 +27,7 @@ from paella_tui.supervisor.base.errors import GitError, PaellaError, UsageError
 from paella_tui.supervisor.run.events import Event
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord, create_numbered_ref
+from paella_tui.supervisor.store.loose_reads import loose_head
 from paella_tui.supervisor.store.sequenced import SequencedSnapshotter, take_fresh
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.tree_diff import changes_between, totals
@@ -239,7 +240,12 @@ def take_step(
 
 
 def _head(run: Run) -> tuple[str | None, str | None]:
-    """HEAD's commit and branch in one git call (a step is taken at every settle)."""
+    """HEAD's commit and branch: from the files when they show it plainly
+    (:func:`loose_reads.loose_head`), else in one git call (a step is taken at every settle)."""
+    loose = loose_head(run.workspace.git_dir, run.workspace.common_dir)
+    if loose is not None:
+        commit, full = loose
+        return commit, full.removeprefix("refs/heads/") if full is not None else None
     proc = run.workspace.git.run(["rev-parse", "HEAD", "--symbolic-full-name", "HEAD"], check=False)
     lines = proc.stdout.decode(errors="surrogateescape").split()
     if proc.returncode != 0 or len(lines) != 2:

@@ -14,6 +14,7 @@ from paella_tui.supervisor.base.errors import WorkspaceError
 from paella_tui.supervisor.store import early_reads
 from paella_tui.supervisor.store.early_reads import WORKSPACE_ARGS
 from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.loose_reads import loose_head
 
 STATE_DIR_ENV = "PAELLA_STATE_DIR"
 
@@ -149,7 +150,14 @@ class Workspace:
 
     def head_and_ref(self) -> tuple[HeadState, str | None]:
         """HEAD as :meth:`head` reads it, and the full name of its branch (``refs/heads/...``;
-        None when detached): one git process when HEAD has a commit."""
+        None when detached): from the files when they show it plainly (a loose branch ref and
+        commit: :func:`loose_reads.loose_head`, no git process; a run reads HEAD at every step
+        and checkpoint), else one git process when HEAD has a commit."""
+        loose = loose_head(self.git_dir, self.common_dir)
+        if loose is not None:
+            commit, ref = loose
+            short = ref.removeprefix("refs/heads/") if ref is not None else None
+            return HeadState(commit=commit, branch=short), ref
         git = self.git
         # One process for all (a checkpoint's every git process is start-up it pays): the
         # commit, the branch's full name ("HEAD" when detached), then the branch as
