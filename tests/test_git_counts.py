@@ -32,6 +32,7 @@ from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store.git_programs import subcommand_at
 from paella_tui.supervisor.store.mirror import STATE_REF, Mirror, clone_holds_only_branches
 from paella_tui.supervisor.store.snapshot import Snapshotter
+from paella_tui.supervisor.store.steps import prune_expired
 from paella_tui.supervisor.store.workspace import Workspace
 
 
@@ -515,12 +516,69 @@ def test_a_rollback_and_status_read_head_refs_and_commits_from_the_files(
     the loose refs and objects (checked against their ids) when they are plain: no git process
     for any of them, only each command's workspace discovery, the mirror's refs and the
     restore's blobs. Packed (as before this, for every case), git answers them: 7 processes
-    more, and the commands do the same."""
+    more, and the commands do the same. The status finds the workspace as the rollback did
+    (nothing discovery reads changed): no second ``rev-parse`` for it."""
     seen = _rollback_and_status(repo, git, started, packed=packed)
     counts = {name: seen.count(name) for name in ("rev-parse", "for-each-ref", "cat-file")}
     if packed:
-        # rev-parse: discovery x2, the target x2, HEAD, HEAD's tree; for-each-ref: the
+        # rev-parse: discovery, the target x2, HEAD, HEAD's tree; for-each-ref: the
         # repository's refs x2, the mirror's; cat-file: the commits' trees, the restore's blobs.
-        assert counts == {"rev-parse": 6, "for-each-ref": 3, "cat-file": 2}
+        assert counts == {"rev-parse": 5, "for-each-ref": 3, "cat-file": 2}
     else:
-        assert counts == {"rev-parse": 2, "for-each-ref": 1, "cat-file": 1}
+        assert counts == {"rev-parse": 1, "for-each-ref": 1, "cat-file": 1}
+
+
+def test_a_process_finds_its_workspace_again_with_no_git_while_nothing_it_reads_changed(
+    repo: Path, git: GitRunner, started: Started, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every command opens the workspace (``rev-parse --show-toplevel --git-dir ...``); a
+    process that runs several (the TUI, a test through ``cli.main``) asks git once, and again
+    whenever the layout, configuration, HEAD or environment it was answered from changed."""
+    sub = repo / "sub"
+    sub.mkdir()
+    started.clear()
+    first = Workspace.find(sub)
+    assert first.root == repo and started == ["config -z", "rev-parse"]
+    started.clear()
+    assert Workspace.find(sub) == first
+    assert started == []
+    # A repository made in between: git is asked, and finds it.
+    git(sub, "init", "-q")
+    started.clear()
+    nested = Workspace.find(sub)
+    assert nested.root == sub and nested.git_dir == sub / ".git"
+    assert "rev-parse" in started
+    started.clear()
+    assert Workspace.find(sub) == nested and started == []
+    # Its objects folder gone, it is no git dir for git: found above it again.
+    shutil.rmtree(sub / ".git" / "objects")
+    assert Workspace.find(sub) == first
+    # HEAD moved to another branch (the configuration may depend on it): asked again.
+    assert Workspace.find(repo) == first
+    started.clear()
+    assert Workspace.find(repo) == first and started == []
+    git(repo, "checkout", "-q", "-b", "other")
+    started.clear()
+    assert Workspace.find(repo) == first
+    assert started == ["config -z", "rev-parse"]
+    # Another environment (a variable git reads): asked again.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(repo.parent))
+    started.clear()
+    assert Workspace.find(repo) == first and started == ["rev-parse"]
+
+
+@pytest.mark.usefixtures("state_home")
+def test_the_step_pruning_of_a_workspaces_first_run_lists_no_refs(
+    repo: Path, started: Started
+) -> None:
+    """A run's start prunes the expired steps of the other runs (one ``for-each-ref`` over the
+    workspace's refs); with no other run folder there is nothing to prune, and no listing."""
+    store = RunStore(Workspace.find(repo))
+    run = store.create(None, manual=True)
+    started.clear()
+    assert prune_expired(store, skip=run.run_id) == []
+    assert started == []
+    other = store.create(None, manual=True)
+    started.clear()
+    assert prune_expired(store, skip=other.run_id) == []  # the first run has no steps to prune
+    assert started == ["for-each-ref"]

@@ -17,16 +17,22 @@ when nothing it depends on can have changed:
 Anything else, and the answer is dropped and git asked again; each answer is used at most once.
 The question is read-only (``GIT_OPTIONAL_LOCKS=0``, no write of any kind), so one left running by a
 killed paella changes nothing.
+
+A process that opens the workspace again (the TUI's commands, a test running commands through
+``cli.main``) gets the answer it had from git (:func:`remember`, :func:`recall`) on the same
+conditions, checked anew each time, and while the repository's ``objects`` and ``refs``
+folders (what makes a folder a git dir to git) are still there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from paella_tui.supervisor.store.git_programs import config_watch
+from paella_tui.supervisor.store.git_programs import config_watch, git_dirs
 from paella_tui.supervisor.store.gitcli import Git
 
 WORKSPACE_ARGS = (
@@ -113,3 +119,30 @@ def discard() -> None:
     """Stop the early reads nobody took (the command ended first, or took another way)."""
     while _reads:
         _reads.popitem()[1].cancel()
+
+
+_answers: dict[tuple[Path, tuple[str, ...]], tuple[tuple[object, ...], bytes]] = {}
+
+
+def _made_of(git: Git, args: Sequence[str]) -> tuple[object, ...]:
+    """What git's answer to ``args`` in ``git.root`` is made of, as :class:`_Read` checks it:
+    the command line, environment, configuration (with the git dirs and HEAD), and whether
+    the common dir still has the folders that make it a git dir."""
+    dirs = git_dirs(git.root)
+    there = tuple(os.path.isdir(d / n) for d in (dirs or ())[1:] for n in ("objects", "refs"))
+    return (git.env, git.command(args), config_watch(git.root).key(), there)
+
+
+def remember(git: Git, args: Sequence[str], proc: subprocess.CompletedProcess[bytes]) -> None:
+    """Keep git's successful answer to ``git args`` for :func:`recall`."""
+    if proc.returncode == 0:
+        _answers[(git.root, tuple(args))] = (_made_of(git, args), proc.stdout)
+
+
+def recall(git: Git, args: Sequence[str]) -> subprocess.CompletedProcess[bytes] | None:
+    """The answer :func:`remember` kept for ``git args`` when everything it is made of is the
+    same now (else None: git is asked)."""
+    known = _answers.get((git.root, tuple(args)))
+    if known is None or known[0] != _made_of(git, args):
+        return None
+    return subprocess.CompletedProcess(git.command(args), 0, known[1], b"")

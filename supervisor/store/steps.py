@@ -388,6 +388,9 @@ def prune_expired(
     from paella_tui.supervisor.run.state_store import StateStore
 
     now = now or datetime.now(UTC)
+    known = set(store.run_ids())
+    if not known - {skip}:
+        return []  # no other run (a workspace's first): nothing to list the refs of
     git = store.workspace.git
     namespace = f"{store.workspace.ref_namespace}/"
     by_run: dict[str, list[str]] = {}
@@ -395,7 +398,6 @@ def prune_expired(
         run_id, sep, rest = ref[len(namespace) :].partition("/")
         if sep and rest.startswith("steps/") and run_id != skip:
             by_run.setdefault(run_id, []).append(ref)
-    known = set(store.run_ids())
     pruned: list[tuple[str, int]] = []
     for run_id, refs in sorted(by_run.items()):
         if run_id not in known:

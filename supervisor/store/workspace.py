@@ -71,8 +71,12 @@ class Workspace:
         if not start.exists():
             raise WorkspaceError(f"{start} does not exist")
         git = Git(start)
-        # Asked already while `paella checkpoint` imported (early_reads checks it still holds).
-        proc = early_reads.take(git, WORKSPACE_ARGS) or git.run(WORKSPACE_ARGS, check=False)
+        # Asked already while `paella checkpoint` imported, or by an earlier command of this
+        # process (early_reads checks it still holds).
+        proc = early_reads.take(git, WORKSPACE_ARGS) or early_reads.recall(git, WORKSPACE_ARGS)
+        if proc is None:
+            proc = git.run(WORKSPACE_ARGS, check=False)
+            early_reads.remember(git, WORKSPACE_ARGS, proc)
         if proc.returncode != 0:
             raise WorkspaceError(
                 f"not a git repository: {start}",
