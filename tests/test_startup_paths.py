@@ -23,7 +23,12 @@ from paella_tui.supervisor.base.owned_lock import process_start_time
 from paella_tui.supervisor.run.runs import RunStore, save_to_mirror
 from paella_tui.supervisor.store import mirror as mirror_module
 from paella_tui.supervisor.store import steps
-from paella_tui.supervisor.store.loose_reads import loose_head, loose_ref, plain_ref_name
+from paella_tui.supervisor.store.loose_reads import (
+    loose_head,
+    loose_ref,
+    plain_ref_name,
+    ref_absent,
+)
 from paella_tui.supervisor.store.mirror import STATE_REF, Mirror
 from paella_tui.supervisor.store.workspace import HeadState, Workspace
 
@@ -256,3 +261,36 @@ def test_a_ref_read_from_its_file_is_what_git_reads_or_nothing(
     # Names whose file is not the ref's path are never read.
     for name in ("refs/paella/../../HEAD", "refs/.paella/x", "refs/paella/x.lock", "HEAD", "refs"):
         assert not plain_ref_name(name)
+
+
+# Where a ref ``rev-parse --verify`` looks for may be, or not.
+ABSENT_CASES = {
+    "nowhere": None,
+    "loose": "refs/paella/run-1/frozen/0",
+    "packed": "packed",
+    "as a tag of that name": "refs/tags/refs/paella/run-1/frozen/0",
+    "as a branch of that name": "refs/heads/refs/paella/run-1/frozen/0",
+    "a file in its place in the git dir": "file",
+}
+
+
+@pytest.mark.parametrize("case", list(ABSENT_CASES))
+def test_a_ref_proven_absent_from_the_files_is_one_git_does_not_find(
+    repo: Path, git: GitRunner, case: str
+) -> None:
+    """``loose_reads.ref_absent`` says a ref is not there only when git's every rule for the
+    name finds nothing (a new run's frozen ref): else git is asked."""
+    ref = "refs/paella/run-1/frozen/0"
+    where = ABSENT_CASES[case]
+    if where == "packed":
+        git(repo, "update-ref", ref, "HEAD")
+        git(repo, "pack-refs", "--all")
+    elif where == "file":
+        (repo / ".git" / "refs" / "paella").write_text("not a folder\n")
+    elif where is not None:
+        git(repo, "update-ref", where, "HEAD")
+    found = git.run(repo, "rev-parse", "--verify", "-q", ref).returncode == 0
+    absent = ref_absent(repo / ".git", repo / ".git", ref)
+    # A file where a folder of the name is: no ref there for git either.
+    assert absent == (case in ("nowhere", "a file in its place in the git dir"))
+    assert absent == (not found)

@@ -36,6 +36,7 @@ from paella_tui.supervisor.run.state_store import StateStore
 from paella_tui.supervisor.store import checkpoints
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.gitcli import Git
+from paella_tui.supervisor.store.loose_reads import loose_commit_tree, loose_ref, ref_absent
 from paella_tui.supervisor.store.mirror import Mirror
 from paella_tui.supervisor.store.raw_restore import (
     Change,
@@ -333,12 +334,27 @@ def _confirmed(run: Run, record: Mapping[str, object], mirrored: dict[str, str])
         return False
     if mirrored.get(ref) != commit or not ensure_snapshot(run, ref, commit):
         return False
-    return _tree_of(run.workspace.git, commit) == tree
+    return _tree_of(run, commit) == tree
 
 
-def _tree_of(git: Git, commit: str) -> str | None:
-    proc = git.run(["rev-parse", "--verify", "-q", f"{commit}^{{tree}}"], check=False)
+def _tree_of(run: Run, commit: str) -> str | None:
+    """``rev-parse --verify <commit>^{tree}``: from the loose commit (checked against its id)
+    when it is one (:mod:`loose_reads`), else from git."""
+    tree = loose_commit_tree(run.workspace.common_dir / "objects", commit)
+    if tree is not None:
+        return tree
+    proc = run.workspace.git.run(["rev-parse", "--verify", "-q", f"{commit}^{{tree}}"], check=False)
     return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+
+def _ref_commit(run: Run, ref: str) -> str | None:
+    """``rev-parse --verify <ref>``: from its loose file, or nothing when no file git's rules
+    would read holds it (a new run's frozen ref), else from git."""
+    ws = run.workspace
+    found = loose_ref(ws.common_dir, ref)
+    if found is not None or ref_absent(ws.git_dir, ws.common_dir, ref):
+        return found
+    return ws.git.rev_parse(ref)
 
 
 def _keep_start(run: Run, tree: str, mirrored: dict[str, str]) -> tuple[str, str] | None:
@@ -347,12 +363,12 @@ def _keep_start(run: Run, tree: str, mirrored: dict[str, str]) -> tuple[str, str
     git = run.workspace.git
     ref = f"{run.ref_prefix}/frozen/0"
     commit = mirrored.get(ref)
-    if commit is not None and ensure_snapshot(run, ref, commit) and _tree_of(git, commit) == tree:
-        if git.rev_parse(ref) != commit:
+    if commit is not None and ensure_snapshot(run, ref, commit) and _tree_of(run, commit) == tree:
+        if _ref_commit(run, ref) != commit:
             git.run(["update-ref", ref, commit])
         return ref, commit
-    commit = git.rev_parse(ref)
-    if commit is None or _tree_of(git, commit) != tree:
+    commit = _ref_commit(run, ref)
+    if commit is None or _tree_of(run, commit) != tree:
         try:
             commit = git.out(
                 ["commit-tree", tree], input=b"paella: protected files as frozen at run start\n"

@@ -103,8 +103,26 @@ def _unambiguous(git_dir: Path, common_dir: Path, name: str) -> bool:
         f"refs/remotes/{name}",
         f"refs/remotes/{name}/HEAD",
     ]
+    return _none_there(git_dir, common_dir, [name, *others])
+
+
+def ref_absent(git_dir: Path, common_dir: Path, ref: str) -> bool:
+    """Whether ``rev-parse --verify <ref>`` finds nothing: no loose file and no ``packed-refs``
+    line for ``ref``, nor for any name git's rules would try it as (``refs/<ref>``,
+    ``refs/tags/<ref>``, ``refs/heads/<ref>``, ``refs/remotes/<ref>``, ``.../HEAD``). False
+    (ask git) for a name that is not plain or a repository with a ``reftable`` folder."""
+    if not plain_ref_name(ref) or os.path.lexists(common_dir / "reftable"):
+        return False
+    tried = ["", "refs/", "refs/tags/", "refs/heads/", "refs/remotes/"]
+    names = [*(f"{prefix}{ref}" for prefix in tried), f"refs/remotes/{ref}/HEAD"]
+    return _none_there(git_dir, common_dir, names)
+
+
+def _none_there(git_dir: Path, common_dir: Path, names: list[str]) -> bool:
+    """No file (of any kind) at any of ``names`` in the git dir or the common dir, and no
+    ``packed-refs`` line for any of them."""
     for folder in dict.fromkeys((git_dir, common_dir)):
-        if any(os.path.lexists(folder / path) for path in (name, *others)):
+        if any(os.path.lexists(folder / name) for name in names):
             return False
     try:
         with open(common_dir / "packed-refs", "rb") as handle:
@@ -113,7 +131,7 @@ def _unambiguous(git_dir: Path, common_dir: Path, name: str) -> bool:
         return True
     except OSError:
         return False
-    return not any(f" {other}\n".encode() in packed for other in others)
+    return not any(f" {name}\n".encode() in packed for name in names)
 
 
 def loose_kind(objects: Path, oid: str) -> str | None:
