@@ -19,7 +19,7 @@ The question is read-only (``GIT_OPTIONAL_LOCKS=0``, no write of any kind), so o
 killed paella changes nothing.
 
 A process that opens the workspace again (the TUI's commands, a test running commands through
-``cli.main``) gets the answer it had from git (:func:`remember`, :func:`recall`) on the same
+``cli.main``) gets the answer it had from git (:func:`ask`, :func:`recall`) on the same
 conditions, checked anew each time, and while the repository's ``objects`` and ``refs``
 folders (what makes a folder a git dir to git) are still there.
 """
@@ -133,14 +133,18 @@ def _made_of(git: Git, args: Sequence[str]) -> tuple[object, ...]:
     return (git.env, git.command(args), config_watch(git.root).key(), there)
 
 
-def remember(git: Git, args: Sequence[str], proc: subprocess.CompletedProcess[bytes]) -> None:
-    """Keep git's successful answer to ``git args`` for :func:`recall`."""
-    if proc.returncode == 0:
-        _answers[(git.root, tuple(args))] = (_made_of(git, args), proc.stdout)
+def ask(git: Git, args: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git args`` (``check=False``) and keep a successful answer for :func:`recall`,
+    unless something it is made of changed while git answered."""
+    before = _made_of(git, args)
+    proc = git.run(args, check=False)
+    if proc.returncode == 0 and _made_of(git, args) == before:
+        _answers[(git.root, tuple(args))] = (before, proc.stdout)
+    return proc
 
 
 def recall(git: Git, args: Sequence[str]) -> subprocess.CompletedProcess[bytes] | None:
-    """The answer :func:`remember` kept for ``git args`` when everything it is made of is the
+    """The answer :func:`ask` kept for ``git args`` when everything it is made of is the
     same now (else None: git is asked)."""
     known = _answers.get((git.root, tuple(args)))
     if known is None or known[0] != _made_of(git, args):

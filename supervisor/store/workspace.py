@@ -75,8 +75,7 @@ class Workspace:
         # process (early_reads checks it still holds).
         proc = early_reads.take(git, WORKSPACE_ARGS) or early_reads.recall(git, WORKSPACE_ARGS)
         if proc is None:
-            proc = git.run(WORKSPACE_ARGS, check=False)
-            early_reads.remember(git, WORKSPACE_ARGS, proc)
+            proc = early_reads.ask(git, WORKSPACE_ARGS)
         if proc.returncode != 0:
             raise WorkspaceError(
                 f"not a git repository: {start}",
