@@ -259,7 +259,17 @@ def test_a_ref_read_from_its_file_is_what_git_reads_or_nothing(
     if found is not None:
         assert found == git(repo, "rev-parse", "--verify", ref) == oid
     # Names whose file is not the ref's path are never read.
-    for name in ("refs/paella/../../HEAD", "refs/.paella/x", "refs/paella/x.lock", "HEAD", "refs"):
+    for name in (
+        "refs/paella/../../HEAD",
+        "refs/.paella/x",
+        "refs/paella/x.lock",
+        "refs/paella/x.",
+        "refs/paella/a..b",
+        "refs/paella//x",
+        "refs/paella/x@{1}",
+        "HEAD",
+        "refs",
+    ):
         assert not plain_ref_name(name)
 
 

@@ -5,7 +5,8 @@ The agent writes ``.git``, so nothing here is believed beyond what it proves. Ea
 only the plain case, checked, and says ``None`` otherwise (the caller asks git then):
 
 - a ref is read from its loose file (``<common dir>/<ref>``), and only for a name made of plain
-  parts (no ``..``, no part starting with a dot or ending in ``.lock``), from a regular file
+  parts (ASCII letters, digits, ``-``, ``_`` and inner dots; no ``..``, no part starting or
+  ending with a dot or ending in ``.lock``: a name git takes as it is), from a regular file
   (never through a symbolic link), holding exactly one object id and a newline, in a repository
   with no ``reftable`` folder. git reads the loose file of a ref before ``packed-refs``, so that
   id is the ref's for git too; a ref in ``packed-refs`` only, a symbolic ref or any other
@@ -32,7 +33,7 @@ from paella_tui.supervisor.store.loose_objects import read_loose
 
 _OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _REF_FILE = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64})\n\Z")
-_REF_PART = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
+_REF_PART = re.compile(r"^[A-Za-z0-9_-](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?$")
 
 
 def plain_ref_name(ref: str) -> bool:
