@@ -556,3 +556,38 @@ def test_autocrlf_input_keeps_crlf_bytes_through_checkpoint_and_salvage(
     assert (repo / "dos.txt").read_bytes() == b"one\r\ntwo\r\n"
     ok(paella(repo, "rollback", "salvage:1", "--yes"))
     assert (repo / "dos.txt").read_bytes() == b"damaged\r\n"
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["loose", "packed"])
+def test_a_replace_ref_the_agent_planted_never_changes_what_a_checkpoint_holds(
+    repo: Path, git, paella, packed: bool
+) -> None:
+    """`git replace` (a ref under refs/replace/, which the agent can write) makes git read another
+    object wherever the replaced one is named. paella reads its checkpoints as written: the
+    checkpoint's own tree is what a rollback restores, whether paella reads the commit from its
+    loose file or asks git (packed: before, git's answer was the forgery's tree, which the
+    mirror did not confirm, and the rollback was refused)."""
+    write(repo / "a.txt", "good\n")
+    ok(paella(repo, "checkpoint"))
+    [checkpoint] = [
+        r
+        for r in git(repo, "for-each-ref", "--format=%(refname)", "refs/paella/").splitlines()
+        if "/checkpoints/" in r
+    ]
+    commit = git(repo, "rev-parse", checkpoint)
+    # The agent's forgery: a commit with another a.txt, put in place of the checkpoint's.
+    write(repo / "a.txt", "forged\n")
+    git(repo, "add", "a.txt")
+    forged_tree = git(repo, "write-tree")
+    forged = git(repo, "commit-tree", forged_tree, "-m", "forged")
+    git(repo, "replace", commit, forged)
+    assert git(repo, "rev-parse", f"{checkpoint}^{{tree}}") == forged_tree  # git is fooled
+    git(repo, "reset", "-q", "--hard")
+    write(repo / "a.txt", "later\n")
+    if packed:
+        git(repo, "gc", "-q")
+        assert not (repo / ".git" / "objects" / commit[:2] / commit[2:]).exists()
+
+    ok(paella(repo, "rollback", "1", "--yes"))
+
+    assert (repo / "a.txt").read_bytes() == b"good\n"

@@ -60,6 +60,12 @@ SCRUBBED_ENV = frozenset(
     }
 )
 
+# Objects read as they were written: a ref under refs/replace/ (which anyone who can write .git
+# can add, the agent included) would otherwise make git read another commit or tree wherever a
+# checkpoint's is named, so a rollback would restore the replacement's files, or a checkpoint
+# that the mirror confirms would be refused as forged. paella's snapshots are its own objects.
+NO_REPLACE_ENV = {"GIT_NO_REPLACE_OBJECTS": "1"}
+
 # Options on every git command paella runs: paths printed raw, no hooks (paella's own ref
 # updates are not the user's operations; a reference-transaction hook must not veto them), and
 # no program the repository's configuration names (store/git_programs.py).
@@ -110,6 +116,7 @@ class Git:
         env["GIT_OPTIONAL_LOCKS"] = "0"
         env["GIT_TERMINAL_PROMPT"] = "0"
         env["LC_ALL"] = "C"
+        env.update(NO_REPLACE_ENV)
         env.update(PAELLA_IDENTITY)
         env.update(GUARD_ENV)
         if index_file is not None:

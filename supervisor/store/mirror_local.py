@@ -93,9 +93,10 @@ class StateRaced(Exception):
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for git in a mirror: the caller's repository variables scrubbed (a
-    mirror is not the workspace), plus ``extra``."""
+    mirror is not the workspace), replace refs ignored as in gitcli (a clone copies them),
+    plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
-    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", **(extra or {}))
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_NO_REPLACE_OBJECTS="1", **(extra or {}))
     return env
 
 
