@@ -435,7 +435,8 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
     ``git init``, ``add`` and ``commit`` run once per test process, in a template; each
     repository after that is a copy of the template's ``.git``, ``README.md`` written again, and
     the template's index with that file's own stat data (times, device, inode, owner, size) in
-    its entry and its checksum made again (``index_of_copy``): the same files as init, add and
+    its entry and its checksum made again (``index_of_copy``; the other files' bytes and modes
+    are read once per process, ``_copy_template``): the same files as init, add and
     commit leave (the index byte for byte as git would write it for this ``README.md``, cache
     tree included; no reflog entry or ORIG_HEAD more), and no git process at all (``git
     read-tree --reset -u HEAD`` did the index before: ~1,500 processes a suite run). Only the
@@ -446,15 +447,51 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
     if template is None or (path / ".git").exists():
         _init_repo(path, g)
         return path.resolve()
-    shutil.copytree(template, path / ".git", symlinks=True, ignore=_index_only)
+    _copy_template(template, path / ".git")
     (path / "README.md").write_text("hello\n")
     # Written after README.md, as git writes it: the index is never older than its files.
     (path / ".git" / "index").write_bytes(index_of_copy(template / "index", path))
     return path.resolve()
 
 
-def _index_only(folder: str, names: list[str]) -> list[str]:
-    return ["index"] if os.path.basename(folder) == ".git" else []
+# The template's folders and files (but its index), read once: (path relative to ``.git``,
+# mode, bytes; None for a folder), parents first.
+_TEMPLATE_ENTRIES: dict[Path, list[tuple[str, int, bytes | None]]] = {}
+
+
+def _copy_template(template: Path, dest: Path) -> None:
+    """``template`` (a ``.git`` with no symlink) copied to ``dest``, every folder and file with
+    its mode, but the index: what ``shutil.copytree`` made, from bytes read once per process
+    (copytree's stat, times and extended attributes per file were ~3 ms a repository; the
+    files' times are now, as git's own would be)."""
+    entries = _TEMPLATE_ENTRIES.get(template)
+    if entries is None:
+        entries = []
+        for folder, dirnames, filenames in os.walk(template):
+            dirnames.sort()
+            rel = os.path.relpath(folder, template)
+            entries.append((rel, stat.S_IMODE(os.stat(folder).st_mode), None))
+            for name in sorted(filenames):
+                if rel == "." and name == "index":
+                    continue
+                file = os.path.join(folder, name)
+                entries.append(
+                    (os.path.join(rel, name), stat.S_IMODE(os.lstat(file).st_mode),
+                     Path(file).read_bytes())
+                )  # fmt: skip
+        _TEMPLATE_ENTRIES[template] = entries
+    for rel, mode, data in entries:
+        target = os.path.normpath(os.path.join(dest, rel))
+        if data is None:
+            os.mkdir(target)
+            os.chmod(target, mode)
+            continue
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, data)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
 
 
 # Git's index, version 2 (SHA-1): a header ("DIRC", version, number of entries); then each entry:
@@ -517,6 +554,7 @@ def _repo_template(g: GitRunner) -> Path | None:
     repo = _REPO_TEMPLATE_HOME / "repo"
     if not (repo / ".git" / "index").exists():
         shutil.rmtree(repo, ignore_errors=True)
+        _TEMPLATE_ENTRIES.pop(repo / ".git", None)
         repo.mkdir()
         _init_repo(repo, g)
     return repo / ".git"
