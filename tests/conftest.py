@@ -461,7 +461,7 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
     repository after that is a copy of the template's ``.git``, ``README.md`` written again, and
     the template's index with that file's own stat data (times, device, inode, owner, size) in
     its entry and its checksum made again (``index_of_copy``; the other files' bytes and modes
-    are read once per process, ``_copy_template``): the same files as init, add and
+    are read once per process, ``copy_git_dir``): the same files as init, add and
     commit leave (the index byte for byte as git would write it for this ``README.md``, cache
     tree included; no reflog entry or ORIG_HEAD more), and no git process at all (``git
     read-tree --reset -u HEAD`` did the index before: ~1,500 processes a suite run). Only the
@@ -472,7 +472,7 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
     if template is None or (path / ".git").exists():
         _init_repo(path, g)
         return path.resolve()
-    _copy_template(template, path / ".git")
+    copy_git_dir(template, path / ".git")
     (path / "README.md").write_text("hello\n")
     # Written after README.md, as git writes it: the index is never older than its files.
     (path / ".git" / "index").write_bytes(index_of_copy(template / "index", path))
@@ -484,7 +484,7 @@ def make_repo(path: Path, git_runner: GitRunner | None = None) -> Path:
 _TEMPLATE_ENTRIES: dict[Path, list[tuple[str, int, bytes | None]]] = {}
 
 
-def _copy_template(template: Path, dest: Path) -> None:
+def copy_git_dir(template: Path, dest: Path) -> None:
     """``template`` (a ``.git`` with no symlink) copied to ``dest``, every folder and file with
     its mode, but the index: what ``shutil.copytree`` made, from bytes read once per process
     (copytree's stat, times and extended attributes per file were ~3 ms a repository; the

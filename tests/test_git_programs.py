@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import GitRunner, make_repo, run_paella_in_process
+from conftest import GitRunner, copy_git_dir, index_of_copy, make_repo, run_paella_in_process
 from hostile_project import HostileProject, no_traceback
 
 from paella_tui.supervisor.contract.model import Gate
@@ -191,16 +191,39 @@ def read(repo: Path, *args: str) -> str:
     return proc.stdout
 
 
-@pytest.mark.parametrize(("key", "where", "when"), cases())
-def test_no_program_the_configuration_names_ever_runs(
-    tmp_path: Path, git: GitRunner, key: str, where: str, when: str
-) -> None:
-    repo = make_repo(tmp_path / "repo", git)
+def _write_files(repo: Path) -> None:
     (repo / "sub" / "deep").mkdir(parents=True)
     for path in FILES:
         (repo / path).write_bytes(b"one\r\n")
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory: pytest.TempPathFactory, git: GitRunner) -> Path:
+    """``make_repo``'s repository with ``FILES`` added and committed ("one"), made once per
+    module (per worker): each case gets a copy (``committed_copy``)."""
+    repo = make_repo(tmp_path_factory.mktemp("committed") / "repo", git)
+    _write_files(repo)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "one")
+    return repo
+
+
+def committed_copy(committed: Path, repo: Path) -> Path:
+    """``committed`` at ``repo``, as ``make_repo`` copies its template: the same ``.git``, the
+    work tree's files written again, the index with their own stat data (no git process)."""
+    repo.mkdir(parents=True)
+    copy_git_dir(committed / ".git", repo / ".git")
+    (repo / "README.md").write_text("hello\n")
+    _write_files(repo)
+    (repo / ".git" / "index").write_bytes(index_of_copy(committed / ".git" / "index", repo))
+    return repo.resolve()
+
+
+@pytest.mark.parametrize(("key", "where", "when"), cases())
+def test_no_program_the_configuration_names_ever_runs(
+    tmp_path: Path, committed: Path, key: str, where: str, when: str
+) -> None:
+    repo = committed_copy(committed, tmp_path / "repo")
     outside = tmp_path / "outside"
     outside.mkdir()
     agent = Planter(repo, outside, key, where)

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import copy_git_dir, index_of_copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,8 +111,7 @@ def without_empty_dirs(state):
     return type(state)((p, v) for p, v in state.items() if v != ("dir",))
 
 
-def build(root: Path, git) -> None:
-    git(root, "init", "-q", "-b", "main")
+def write_base(root: Path) -> None:
     (root / ".gitignore").write_text("*.log\nign/\n")
     (root / "a").write_bytes(b"tracked a\n")
     (root / "d").mkdir()
@@ -119,8 +119,30 @@ def build(root: Path, git) -> None:
     (root / "fixed.txt").write_bytes(b"a symlink target\n")
     (root / "fixed_dir").mkdir()
     (root / "fixed_dir" / "x").write_bytes(b"reached through a symlink\n")
+
+
+def build(root: Path, git) -> None:
+    git(root, "init", "-q", "-b", "main")
+    write_base(root)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, git) -> Path:
+    """``build`` once per module (per worker); each example gets a copy (``copy_of``)."""
+    root = tmp_path_factory.mktemp("built") / "repo"
+    root.mkdir()
+    build(root, git)
+    return root
+
+
+def copy_of(built: Path, root: Path) -> None:
+    """``built`` at ``root`` as ``make_repo`` copies its template: the same ``.git``, the work
+    tree's files written again and the index with their own stat data (no git process)."""
+    copy_git_dir(built / ".git", root / ".git")
+    write_base(root)
+    (root / ".git" / "index").write_bytes(index_of_copy(built / ".git" / "index", root))
 
 
 @pytest.mark.slow
@@ -129,11 +151,11 @@ def build(root: Path, git) -> None:
     before=st.lists(operation_st, max_size=6),
     agent=st.lists(operation_st, min_size=1, max_size=12),
 )
-def test_rollback_and_salvage_restore_exactly(before, agent, git, tree_state) -> None:
+def test_rollback_and_salvage_restore_exactly(before, agent, git, tree_state, built) -> None:
     with tempfile.TemporaryDirectory(prefix="paella-prop-") as tmp:
         root = Path(tmp).resolve() / "repo"
         root.mkdir()
-        build(root, git)
+        copy_of(built, root)
         for op in before:  # the state at the checkpoint: committed, staged or not, untracked
             apply(root, op, git)
         ws = Workspace.find(root)
