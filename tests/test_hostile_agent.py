@@ -22,6 +22,8 @@ from conftest import GitRunner
 from hostile_project import FINISHED_GROUP, HostileProject, finished_project, no_traceback
 
 from paella_tui.supervisor.agent.process_cage import Cage
+from paella_tui.supervisor.store.mirror import Mirror
+from paella_tui.supervisor.store.workspace import Workspace
 
 REWRITE_CONTRACT = """\
 run=$(cat .git/paella/current)
@@ -143,13 +145,15 @@ def test_forged_and_broken_ledger_records_are_named_skipped_and_never_rollback_t
 
 
 # This agent destroys the ledger: it waits until the mirror's copy of the ledger (its parts, one
-# a commit) holds the checkpoint's record too. That copy follows the record a moment later, in the background; an
+# a commit) holds the checkpoint's record too (in the mirror PAELLA_MIRROR names, or this
+# repository's default one, LOCAL_MIRROR: not every mirror in the session's XDG state folder,
+# one git process each per poll, and there are as many as the worker's tests that made a run). That copy follows the record a moment later, in the background; an
 # agent that strikes inside that moment costs the ledger its newest record (README: what paella
 # cannot protect against), though the checkpoint's ref is in the mirror before the record exists.
 WAIT_FOR_MIRRORED_LEDGER = """\
 run=$(cat .git/paella/current)
 i=0
-until for m in "${PAELLA_MIRROR#file://}" "$XDG_STATE_HOME"/paella/*/mirror.git; do
+until for m in "${PAELLA_MIRROR#file://}" "LOCAL_MIRROR"; do
         git --git-dir="$m" log -p "refs/paella-state/$run" 2>/dev/null
       done | grep -q '"kind": *"checkpoint"'; do
   i=$((i+1)); [ $i -gt 1200 ] && break; sleep 0.05
@@ -193,6 +197,7 @@ def test_deleted_refs_gc_and_state_are_restored_from_the_mirror_and_rollback_wor
         destroy = script.index("git for-each-ref")
         script = script[:destroy] + REDIRECT_THE_MIRROR + script[destroy:]
     p = HostileProject(tmp_path, git, script)
+    p.agent(script.replace("LOCAL_MIRROR", str(Mirror.for_workspace(Workspace.find(p.repo)).local)))
     env = {}
     if mirror.startswith("remote"):
         # PAELLA_MIRROR may name any git remote: here a URL, read through git fetch.
