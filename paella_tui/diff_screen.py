@@ -19,7 +19,7 @@ from textual.content import Content
 from textual.markup import escape
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
@@ -29,6 +29,7 @@ from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.tree_diff import FileChange, changes_between
+from paella_tui.widgets.keys_footer import KeysFooter
 
 MAX_DIFF_LINES = 2000
 """A file's diff is cut after this many lines (the rest is one ``paella diff`` away)."""
@@ -139,7 +140,7 @@ class DiffScreen(Screen[None]):
             yield OptionList(id="diff-files")
             with VerticalScroll(id="diff-pane"):
                 yield Static("", id="diff-text")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         """Start the snapshot and the file list in a thread."""

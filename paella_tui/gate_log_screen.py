@@ -19,9 +19,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from paella_tui.supervisor.judge.failures import failing_test
+from paella_tui.widgets.keys_footer import KeysFooter
 
 MAX_LOG_BYTES = 4 * 1024 * 1024
 """The view shows at most the last this many bytes of a log (a gate can write gigabytes)."""
@@ -93,7 +94,7 @@ class GateLogScreen(Screen[None]):
         with VerticalScroll(id="gate-log-scroll"):
             yield Static(id="gate-log-text")
         yield Input(placeholder="search the log (Enter finds, Escape closes)", id="gate-log-find")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         """Show the newest run."""

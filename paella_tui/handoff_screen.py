@@ -18,7 +18,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Markdown, Static
+from textual.widgets import Markdown, Static
 from textual.worker import Worker, WorkerState
 
 from paella_tui.supervisor.base.errors import PaellaError
@@ -31,6 +31,7 @@ from paella_tui.supervisor.run.offline import tree_now
 from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store.tree_diff import changes_between
+from paella_tui.widgets.keys_footer import KeysFooter
 
 
 def build_handoff(run: Run) -> str:
@@ -89,7 +90,7 @@ class HandoffScreen(Screen[None]):
         )
         with VerticalScroll(id="handoff-scroll"):
             yield Markdown(id="handoff-doc")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         """Build the document in a thread."""

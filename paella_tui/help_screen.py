@@ -10,9 +10,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from paella_tui.supervisor.run.runs import Run
+from paella_tui.widgets.keys_footer import KeysFooter
 
 MAIN_KEYS: tuple[tuple[str, str], ...] = (
     ("g", "run the gates now (also resumes a paused watcher)"),
@@ -139,7 +140,7 @@ class HelpScreen(Screen[None]):
         )
         with VerticalScroll(id="help-scroll"):
             yield Static(help_content(state_dir), id="help-doc")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         """Scroll keys go to the help text."""

@@ -12,7 +12,6 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from paella_tui.output_feed import OutputFeed
 from paella_tui.run_board import RunBoard
@@ -22,6 +21,7 @@ from paella_tui.widgets.checkpoint_list import CheckpointList
 from paella_tui.widgets.drift_feed import DriftFeed
 from paella_tui.widgets.episode_list import EpisodeList
 from paella_tui.widgets.gate_table import GateRow, GateTable
+from paella_tui.widgets.keys_footer import KeysFooter
 from paella_tui.widgets.run_header import RunHeader
 
 WIDE_FOOTER = 100
@@ -52,7 +52,7 @@ class MainScreen(Screen[None]):
         self._checkpoints = CheckpointList(id="checkpoints")
         self._drift = DriftFeed(id="drift")
         self._log = AgentLog(id="log")
-        self._footer = Footer(compact=True, show_command_palette=False)
+        self._footer = KeysFooter(compact=True, show_command_palette=False)
 
     def compose(self) -> ComposeResult:
         """The panels, top to bottom."""

@@ -19,7 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual.widgets.data_table import ColumnKey
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -29,6 +29,7 @@ from paella_tui.supervisor.run.run_view import RunView
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
 from paella_tui.supervisor.store.tree_diff import FileChange, changes_between
+from paella_tui.widgets.keys_footer import KeysFooter
 from paella_tui.widgets.recovery_panel import when
 from paella_tui.widgets.theme_styles import theme_style
 
@@ -123,7 +124,7 @@ class PickerScreen(Screen[SnapshotRecord | None]):
         )
         yield table
         yield Static(Content.styled("Reading the run's snapshots…", "dim"), id="picker-detail")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         """Lay out the columns and start reading and comparing in a thread."""

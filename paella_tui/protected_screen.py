@@ -23,9 +23,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from paella_tui.supervisor.judge.frozen import ProtectedChange, ReviewChoice
+from paella_tui.widgets.keys_footer import KeysFooter
 
 _WORDS = {"A": "added", "D": "deleted", "M": "changed", "T": "type changed"}
 
@@ -91,7 +92,7 @@ class ProtectedScreen(Screen[ReviewChoice]):
                 Syntax(self.change.diff or "(no textual diff)", "diff", word_wrap=True),
                 id="protected-diff-text",
             )
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def action_choose(self, choice: ReviewChoice) -> None:
         """Dismiss with ``choice``."""

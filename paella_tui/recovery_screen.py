@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from paella_tui.diff_screen import DiffScreen
@@ -34,6 +34,7 @@ from paella_tui.supervisor.run.events import (
 from paella_tui.supervisor.run.runs import Run
 from paella_tui.supervisor.store import steps
 from paella_tui.supervisor.store.checkpoints import SnapshotRecord
+from paella_tui.widgets.keys_footer import KeysFooter
 from paella_tui.widgets.recovery_panel import RecoveryPanel
 
 
@@ -139,7 +140,7 @@ class RecoveryScreen(Screen[Decision]):
         notice = Static("", id="recovery-notice")
         notice.display = False  # shown only when a key is refused
         yield notice
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         """Highlight the default choice, so Enter on the list takes it too."""
