@@ -3,13 +3,15 @@
 Textual's Footer removes and mounts all its key widgets again whenever the bindings may have
 changed (a focus move, a screen pushed or popped, ``refresh_bindings``), and every rebuild styles
 the new widgets and lays the whole screen out again. Most of those times the footer would show
-exactly the keys it shows already: then this one keeps them.
+exactly the keys it shows already: then this one keeps them. And a compact footer's keys are
+born compact, rather than styled once and then again as they mount.
 """
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey  # not exported; Textual is pinned to 8.2.x
 
 _NOT_COMPOSED = object()
 
@@ -44,7 +46,13 @@ class KeysFooter(Footer):
     def compose(self) -> ComposeResult:
         """Footer's keys, noting what they were composed from."""
         self._composed = self._shown_keys()
-        return super().compose()
+        for widget in super().compose():
+            if self.compact and isinstance(widget, FooterKey):
+                # A key's compact watcher adds this class as it mounts, and restyles the key
+                # (its CSS matched again) after it was styled: with the class already there,
+                # the key is styled once, as it ends up.
+                widget.add_class("-compact", update=False)
+            yield widget
 
     async def recompose(self) -> None:
         """Rebuild the keys, unless they would be the ones shown already."""
