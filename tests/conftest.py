@@ -270,11 +270,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     collection during the run walked them all again, and so did pytest's five at the session's
     end (a worker's full collections took about half the CPU with them frozen). And the Apps
     this process starts share Textual's parsed CSS (``css_parse_cache``: ~10 % of an App's
-    start), once the collected test modules have imported Textual."""
+    start), once the collected test modules have imported Textual; and the commands run in this
+    process share one argument parser (``cli_parser_cache``)."""
     if "textual.css.stylesheet" in sys.modules:
         import css_parse_cache
 
         css_parse_cache.install()
+    import cli_parser_cache
+
+    cli_parser_cache.install()
     gc.freeze()
 
 
