@@ -48,9 +48,15 @@ records = st.builds(
 )
 
 
+# The generic field-by-field decoder of a SnapshotRecord (``_decoder`` gives the fast row checker
+# for it), built once: building it reads the class's type hints (~1 ms), and it is a pure function
+# of the class, so every example gets the decoder a fresh build gives.
+GENERIC = state_codec._dataclass(SnapshotRecord)
+
+
 def _generic(row: list[Any]) -> Any:
     """The field-by-field decoder, given the same values as the object the generic codec keeps."""
-    return state_codec._dataclass(SnapshotRecord)(dict(zip(NAMES, row, strict=True)))
+    return GENERIC(dict(zip(NAMES, row, strict=True)))
 
 
 def _verdict(decode: Any, row: Any) -> Any:
