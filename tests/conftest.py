@@ -9,7 +9,6 @@ automatic housekeeping; git's template without its sample hooks), a fixed identi
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import gc
@@ -685,18 +684,13 @@ def run_paella_in_process(
     first, as a new process has none: the command reads the kept state, its seal and the ledger
     from disk and keeps them again where they are stale, as ``paella`` does (with the memo, a
     second command skipped that when the ledger had not grown, whatever a test did to the kept
-    files). ``timeout`` is accepted for the same signature and not enforced. The parser is
-    built once per test process and read again by every command (a process builds it once too;
-    it keeps no state between reads): building it, every command's options and help through
-    argparse and gettext, was ~2.5 ms a command."""
-    from paella_tui import cli_parser
+    files). ``timeout`` is accepted for the same signature and not enforced. The commands
+    share one parser (``cli_parser_cache``, installed after collection), as a process builds
+    it once."""
     from paella_tui.cli import main
 
     _as_a_new_process()
     with pytest.MonkeyPatch.context() as mp:
-        if not _PARSER:
-            _PARSER.append(cli_parser.build_parser())
-        mp.setattr(cli_parser, "build_parser", _shared_parser)
         for name, value in (env or {}).items():
             if value is None:
                 mp.delenv(name, raising=False)
@@ -718,14 +712,6 @@ def _as_a_new_process() -> None:
     state_store = sys.modules.get("paella_tui.supervisor.run.state_store")
     if state_store is not None:
         state_store._MEMO.clear()
-
-
-_PARSER: list[argparse.ArgumentParser] = []
-
-
-def _shared_parser() -> argparse.ArgumentParser:
-    """The parser ``cli_parser.build_parser()`` built for the first in-process command."""
-    return _PARSER[0]
 
 
 def _as_at_exit() -> None:
