@@ -266,6 +266,18 @@ def test_an_environment_read_mid_exec_is_unknown_never_empty() -> None:
         zombie.wait()
 
 
+def test_a_kernel_thread_is_known_to_have_no_environment() -> None:
+    """Not "unknown" like a process mid-exec (both read empty, with no command line): the stop's
+    scan would ask a kernel thread born during the tree again and again before giving up."""
+    threads = [p for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == 2 or p.pid == 2]
+    if not threads:
+        pytest.skip("no kernel thread is visible here (a container's own pid namespace)")
+    for thread in threads[:5]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            thread.cmdline()  # still there (kworkers come and go)
+            assert environ_of(thread) == {}
+
+
 def test_a_marked_orphan_fresh_from_exec_is_never_taken_by_another_tree() -> None:
     """The agent's marked orphan, looked at by a gate's tree the moment it starts: left to the
     agent's tree every time (it was taken when its environment read empty mid-exec)."""

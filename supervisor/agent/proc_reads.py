@@ -2,46 +2,123 @@
 empty by mistake), its children, whether it still runs and is the same process, its name.
 
 Between the start of an ``exec`` and the new program's stack being laid out, the kernel shows a
-process with neither environment nor command line: ``/proc/<pid>/environ`` reads empty. A caller
-that starts a child learns it has exec'd when the close-on-exec descriptors close, which the
-kernel does *before* that layout, so a look right after such a start (or at a re-parented orphan
-that is exec'ing) can read an empty environment that is no answer. Taking it for one made a
-gate's tree claim an orphan that carried the agent's marker (the rare failure of
-``test_an_orphan_marked_by_a_stopped_tree_is_anyones_to_stop``). A process that really has an
-empty environment (a daemon that scrubbed it) still has a command line.
+process with an empty environment: ``/proc/<pid>/environ`` reads empty. A caller that starts a
+child learns it has exec'd when the close-on-exec descriptors close, which the kernel does
+*before* that layout, so a look right after such a start (or at a re-parented orphan that is
+exec'ing) can read an empty environment that is no answer. Taking it for one made a gate's tree
+claim an orphan that carried the agent's marker (the rare failure of
+``test_an_orphan_marked_by_a_stopped_tree_is_anyones_to_stop``).
+
+The layout (``create_elf_tables``) sets the command line's end, then fills in the environment's
+pointers and only then its end, and ``load_elf_binary`` sets the code's end (``endcode`` in
+``/proc/<pid>/stat``, zero in the new memory until then) after that. So a command line already
+there does not mean the environment is (a large environment keeps that window open for
+milliseconds: read then, it was empty one time in five); a code end is the sign the layout is
+done. A process that really has an empty environment (a daemon that scrubbed it) has one, and
+so does every process but a kernel thread, which has no memory and no environment at all, and
+one that is ending (its memory already gone): both are known, and empty.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Final, Literal
 
 import psutil
 
 _HAS_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
+LATER: Final = "later"
+""":func:`environ_state`'s word for an environment not there yet (mid-exec): ask again soon."""
+UNREADABLE: Final = "unreadable"
+""":func:`environ_state`'s word for an environment not ours to read (another user's process)."""
+
+_PF_EXITING = 0x00000004
+_PF_KTHREAD = 0x00200000
+_FLAGS_FIELD = 6
+"""Index of ``flags`` among the fields after the command name (field 9 of proc(5))."""
+_END_CODE_FIELD = 24
+"""Index of ``endcode`` among the fields after the command name (field 27 of proc(5))."""
+
+
 def environ_of(proc: psutil.Process) -> dict[str, str] | None:
     """``proc``'s environment, or None when it cannot be known now: unreadable, or read empty
     (or refused, psutil then calling it a zombie) while the process has not ended (mid-exec);
-    ask again later. An ended process's (a zombie's too) is empty."""
+    ask again later. An ended or ending process's (a zombie's too) is empty, and so is a kernel
+    thread's."""
+    env = environ_state(proc)
+    return env if isinstance(env, dict) else None
+
+
+def environ_state(proc: psutil.Process) -> dict[str, str] | Literal["later", "unreadable"]:
+    """``proc``'s environment; :data:`LATER` while it is being laid out (an ``exec`` under
+    way: it will be there within moments), :data:`UNREADABLE` when it is not ours to read."""
+    try:
+        env: dict[str, str] | None = proc.environ()
+    except psutil.AccessDenied:
+        return UNREADABLE
+    except psutil.NoSuchProcess:  # gone, a zombie, a kernel thread; or psutil's word for refused
+        env = None
+    except psutil.Error:
+        return UNREADABLE
+    if env:
+        return env
+    fields = _stat_fields(proc.pid)
+    if fields is None:
+        return _without_stat(proc, env)
+    if fields[0] in (b"Z", b"X"):
+        return {}  # ended: known, and empty
+    try:
+        flags = int(fields[_FLAGS_FIELD])
+        laid_out = int(fields[_END_CODE_FIELD]) != 0
+    except (IndexError, ValueError):
+        return LATER
+    if flags & (_PF_KTHREAD | _PF_EXITING):
+        return {}  # a kernel thread has no environment; an ending process has lost it
+    if env is None or not laid_out:
+        return LATER
+    return _read_again(proc)
+
+
+def _read_again(proc: psutil.Process) -> dict[str, str] | Literal["later", "unreadable"]:
+    """The environment of a process known to be laid out (the first read may have come before,
+    so this one is the answer)."""
     try:
         env: dict[str, str] = proc.environ()
-        if env:
-            return env
-        if proc.cmdline():
-            # Laid out now (both are set at once): the first read may have come before.
-            again: dict[str, str] = proc.environ()
-            return again
-    except psutil.NoSuchProcess:  # ZombieProcess too: psutil's word for a refused read
-        pass
-    except psutil.Error:  # not ours to read now
-        return None
+    except psutil.AccessDenied:
+        return UNREADABLE
+    except psutil.Error:
+        return LATER
+    return env
+
+
+def _without_stat(
+    proc: psutil.Process, env: dict[str, str] | None
+) -> dict[str, str] | Literal["later", "unreadable"]:
+    """As :func:`environ_state` where ``/proc/<pid>/stat`` cannot be read: the process has
+    gone, or this is not Linux (where a command line is the best sign of a finished exec)."""
     try:
-        return {} if proc.status() == psutil.STATUS_ZOMBIE else None
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return {}
+        if env is None or not proc.cmdline():
+            return LATER
     except psutil.NoSuchProcess:
         return {}  # gone
     except psutil.Error:
+        return LATER
+    return _read_again(proc)
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name; None when it has gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
         return None
+    # The command name may hold spaces and parentheses: the fields start after the last ')'.
+    return data[data.rfind(b")") + 2 :].split()
 
 
 def name_and_command(proc: psutil.Process) -> tuple[str, tuple[str, ...]]:

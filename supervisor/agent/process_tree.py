@@ -35,8 +35,10 @@ from typing import Concatenate, ParamSpec, TypeVar
 import psutil
 
 from paella_tui.supervisor.agent.proc_reads import (
+    LATER,
     children_of,
     environ_of,
+    environ_state,
     is_running,
     name_and_command,
     same_process,
@@ -49,7 +51,9 @@ log = logging.getLogger(__name__)
 
 _PR_SET_CHILD_SUBREAPER = 36
 _HISTORY = 10_000
-_UNKNOWN_TRIES = 10
+_UNKNOWN_WAIT_S = 5.0
+"""How long the stop's scan asks a process mid-exec for its environment (an exec stuck that
+long, on a hung disk say, is not waited for)."""
 _UNKNOWN_PAUSE_S = 0.01
 _TREES: weakref.WeakSet[ProcessTree] = weakref.WeakSet()
 """Every tree of this process: a process one of them tracks, or one carrying its marker,
@@ -227,7 +231,7 @@ class ProcessTree:
         Costs a few milliseconds per hundred processes: meant for stopping, not polling.
         """
         marker_since = self.started - 1.0
-        unknown: list[psutil.Process] = []  # mid-exec: its environment is not there yet
+        candidates: list[psutil.Process] = []  # born since the root: may carry the marker
         for pid in psutil.pids():
             if pid in self._members or pid == self._my_pid:
                 continue
@@ -243,19 +247,36 @@ class ProcessTree:
                 with contextlib.suppress(psutil.Error):
                     proc = psutil.Process(pid)
                     if proc.create_time() >= marker_since:
-                        unknown.append(proc)
-        # Each is asked again until it answers: a carrier caught mid-exec (a few ms at most)
-        # would otherwise escape the stop.
-        for attempt in range(_UNKNOWN_TRIES):
-            if attempt:
-                time.sleep(_UNKNOWN_PAUSE_S)
-            asked, unknown = unknown, []
-            for proc in asked:
-                if (carries := self._has_marker(proc)) is None:
-                    unknown.append(proc)
-                elif carries:
-                    self._try_add(proc.pid)
+                        candidates.append(proc)
+        if candidates:
+            self._take_carriers(candidates)
         self.refresh()
+
+    def _take_carriers(self, candidates: list[psutil.Process]) -> None:
+        """Take those of ``candidates`` that carry the marker, each asked again until it
+        answers: a carrier caught mid-exec would otherwise escape the stop. Its exec lays the
+        environment out within a millisecond of running, but under load it waits its turn, for
+        longer than a fixed count of short pauses may add up to (it was ten of 10 ms), so the
+        bound is a time, long enough only for an exec that is stuck. A process that is not ours
+        to read is not asked again, and one with no environment (a kernel thread) answers."""
+        assert self._marker is not None
+        name, value = self._marker
+        deadline = time.monotonic() + _UNKNOWN_WAIT_S
+        while True:
+            asked, candidates = candidates, []
+            for proc in asked:
+                env = environ_state(proc)
+                if env == LATER:
+                    candidates.append(proc)
+                elif isinstance(env, dict) and env.get(name) == value:
+                    self._try_add(proc.pid)
+            if not candidates or time.monotonic() >= deadline:
+                break
+            time.sleep(_UNKNOWN_PAUSE_S)
+        for proc in candidates:
+            log.warning(
+                "process %d was still starting after %.0f s: not stopped", proc.pid, _UNKNOWN_WAIT_S
+            )
 
     @_locked
     def alive(self) -> list[psutil.Process]:
