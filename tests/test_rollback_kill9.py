@@ -246,6 +246,16 @@ def test_a_failing_reference_transaction_hook_does_not_block_checkpoints(
 # that holds the index's lock and writes the index only once its stdin ends), feeds it paths and
 # waits. Killed, it closes that stdin: a git that outlived it would see the end of its input and
 # write the index, the very "behind its back" the death signal prevents.
+#
+# What no death signal prevents: the kernel closes a dying process's descriptors (do_exit's
+# exit_files, whose last close runs in exit_task_work) before it signals its children
+# (exit_notify: the death signal; the death group's keeper, woken by that same close, kills later
+# still). So git sees its input end a moment before its SIGKILL, and one scheduled in that moment
+# writes the index of everything it was given, as git writes one: whole (to its lock, then renamed
+# in), never torn, and no lock left (seen on each route under load: a load average of 26 for the
+# group's, once in four whole-suite runs for the hook's). That is what paella dying just after
+# that git returned leaves; for the private index it is another index than the memo saw, which the
+# next snapshot scans in full (store/death_group.py).
 HOLDER = """
 import sys, time
 from pathlib import Path
@@ -295,25 +305,18 @@ def test_kill_9_mid_git_write_leaves_no_git_and_no_write(
     assert not alive, "a git child outlived the killed paella"
     assert not git_children_in(repo)
     now = written.read_bytes() if written.exists() else None
-    if route == "group" and now != before:
-        # The keeper's kill comes a moment after paella's descriptors close, and so does the end
-        # of git's input: a git that won that race (seen under a load average of 26) wrote the
-        # whole index of what it was given, as git writes one (to its lock, then renamed): never
-        # a torn one, and no lock left. For the private index that is another index, which the
-        # next snapshot's memo check sees and scans in full (store/death_group.py).
-        assert not lock.exists()
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--stage"],
-            cwd=repo,
-            env={**os.environ, "GIT_INDEX_FILE": str(written)},
-            capture_output=True,
-            check=True,
-        ).stdout
-        assert listed.count(b"\0") >= 200
+    if now == before:
+        # Killed mid-write: the index is as it was, the lock git took is left (left_locks' case).
+        assert lock.exists()
         return
-    # Killed mid-write: the index is as it was, the lock git took is left (left_locks' case).
-    assert now == before
-    assert lock.exists()
+    # Or git won the race above (HOLDER's comment): the whole index of what it was given, read
+    # back by git (which checks its checksum), and no lock left.
+    assert not lock.exists()
+    given = {f"d{i % 7}/f{i}.bin" for i in range(200)}
+    if before is not None:
+        (tmp_path / "before.index").write_bytes(before)
+    listed_before = _index_paths(repo, tmp_path / "before.index") if before is not None else set()
+    assert _index_paths(repo, written) == listed_before | given
 
 
 @pytest.mark.parametrize("route", ["group", "setpriv", "hook"])
@@ -336,14 +339,26 @@ def test_kill_9_mid_object_write_leaves_no_git_and_no_object(
 
     _gone, alive = psutil.wait_procs([child], timeout=10)
     assert not alive, "a git child outlived the killed paella"
-    if route == "group" and sorted(packs.glob("*.pack")) != packed:
-        # As above: fast-import saw its input end before the keeper's kill and packed the one
-        # whole blob it had been given; an object nobody names.
-        shown = git.run(repo, "cat-file", "-p", blob.strip()).stdout
-        assert shown == "written behind its back\n"
+    shown = git.run(repo, "cat-file", "-p", blob.strip())
+    if shown.returncode == 0:
+        # As above (HOLDER's comment): fast-import saw its input end before its SIGKILL and wrote
+        # the one whole blob it had been given, an object nobody names: packed, or loose (under
+        # fastimport.unpackLimit it unpacks a small pack; seen once in 45 group runs under load).
+        assert shown.stdout == "written behind its back\n"
         return
     assert sorted(packs.glob("*.pack")) == packed
-    assert git.run(repo, "cat-file", "-e", blob.strip()).returncode != 0
+
+
+def _index_paths(repo: Path, index: Path) -> set[str]:
+    """The paths the index file ``index`` lists, read by git (a torn one fails its checksum)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"],
+        cwd=repo,
+        env={**os.environ, "GIT_INDEX_FILE": str(index)},
+        capture_output=True,
+        check=True,
+    ).stdout
+    return {path.decode() for path in listed.split(b"\0") if path}
 
 
 def _start_holder(

@@ -24,12 +24,14 @@ keeper is checked alive (one ``waitpid``); one found dead (whatever killed it) m
 A start that cannot join (the leader gone) makes a new group once; without ``/bin/sh`` or ``cat``,
 or off POSIX, :func:`group` answers None and ``gitcli`` gives the death signal as before.
 
-One difference from setpriv's signal, which the kernel sends while paella exits: the keeper's
-kill comes a scheduling moment after paella's descriptors close, and so does the end of a git's
-piped input. A git that wins that race finishes what it was given, whole (git writes an index or
-a pack beside it and renames it in): a private index updated with part of a snapshot's paths
-(another index than the memo saw: the next snapshot scans in full), objects nobody names, part of
-a prune's deletions of paella's refs. None of these is the user's; the user's writes keep setpriv.
+Neither the keeper's kill nor setpriv's signal comes before the end of a git's piped input: the
+kernel closes paella's descriptors before it sends the death signal (``git_start``), and the
+keeper is woken by that same close, then needs a scheduling moment to kill. A git that wins that
+race finishes what it was given, whole (git writes an index or a pack beside it and renames it
+in): a private index updated with part of a snapshot's paths (another index than the memo saw:
+the next snapshot scans in full), objects nobody names, part of a prune's deletions of paella's
+refs. None of these is the user's; the user's writes keep setpriv, whose window is the rest of
+the kernel's exit rather than a scheduling moment (and paella feeds none of them any input).
 
 Which writes join (``gitcli.Git.how_to_start``): objects and paella's refs, and the private
 index's own writes. Writes to the user's index, work tree or branches, and anything that talks to

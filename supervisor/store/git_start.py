@@ -5,6 +5,16 @@ a ``kill -9`` of paella never leaves a git child writing the work tree, the user
 paella's stores behind its back. paella's own ref updates run with hooks disabled, so a failing
 ``reference-transaction`` hook of the repository never blocks a checkpoint.
 
+What a death signal cannot stop: the kernel closes a dying paella's descriptors (``do_exit``:
+``exit_files``, the last close run by ``exit_task_work``) before it signals paella's children
+(``exit_notify``). A git reading its input from paella sees that input end a moment before its
+SIGKILL, and one that runs in that moment finishes what it was given, as git writes: whole (an
+index or a pack written beside and renamed in, its lock gone), never torn. That is what paella
+dying just after that git returned leaves, a moment every ``kill -9`` can already choose; no git
+starts once paella is gone, and none runs on after its signal. Closing the window would take an
+end-of-input mark git's ``--stdin`` commands do not have (tests/test_rollback_kill9.py shows it
+on each route).
+
 How a child gets its death signal without forking paella. A Python ``preexec_fn`` makes
 ``subprocess`` fork() instead of vfork(): the kernel copies paella's page tables and paella then
 takes a copy-on-write fault on each page it writes (3.6 ms of CPU a git start at 10 MB, 8.5 ms
