@@ -12,8 +12,8 @@ SIGKILL, and one that runs in that moment finishes what it was given, as git wri
 index or a pack written beside and renamed in, its lock gone), never torn. That is what paella
 dying just after that git returned leaves, a moment every ``kill -9`` can already choose; no git
 starts once paella is gone, and none runs on after its signal. Closing the window would take an
-end-of-input mark git's ``--stdin`` commands do not have (tests/test_rollback_kill9.py shows it
-on each route).
+end-of-input mark git's ``--stdin`` commands do not have (tests/test_rollback_kill9.py holds
+every route to this promise).
 
 How a child gets its death signal without forking paella. A Python ``preexec_fn`` makes
 ``subprocess`` fork() instead of vfork(): the kernel copies paella's page tables and paella then
