@@ -445,9 +445,16 @@ class PaellaApp(RunKeys):
             await asyncio.wait({task})
 
     async def settle_engine(self, reason: str = "paella ended") -> None:
-        """After the App ended, however it did: end the run loop through its own stop."""
+        """After the App ended, however it did: end the run loop through its own stop; the
+        status is then the loop's."""
         task = self._engine_task
-        if task is not None and not task.done():
+        if task is not None and task.done():
+            if not task.cancelled() and task.exception() is None:
+                # The loop returned, but the App ended before its worker's news was handled (or
+                # cancelled that worker on the way out, which says "not done"): the status is the
+                # loop's all the same, as _leave says.
+                self.exit_code = int(task.result() or 0)
+        elif task is not None:
             self._answer_stop(reason)
             if self.run_loop is not None:
                 self.run_loop.request_stop(reason)

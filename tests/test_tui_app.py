@@ -31,6 +31,7 @@ from paella_tui.notify import Alarm, Alert, alert_for, desktop_sequence, detect_
 from paella_tui.supervisor.agent.output_tail import OutputTail
 from paella_tui.supervisor.contract.loader import load_contract
 from paella_tui.supervisor.run.events import AgentExited, DriftDetected, Notice
+from paella_tui.supervisor.run.run_loop import EXIT_NOT_DONE
 from paella_tui.supervisor.run.runs import Run, RunStore
 from paella_tui.supervisor.store.workspace import Workspace
 from paella_tui.widgets.agent_log import AgentLog
@@ -485,6 +486,24 @@ class TestLoudFailure:
 
 
 # --- the command line -------------------------------------------------------------------------------
+
+
+async def test_the_status_is_the_loops_once_it_returned_however_the_app_ended(repo: Path) -> None:
+    """A run done just as the App ends another way than by quitting (a Pilot leaving, Textual
+    ending): the engine's worker may be cancelled on the way out, or its news never handled,
+    either of which leaves "not done". The status is the loop's, which had returned 0 (the
+    accept case of test_protected_screen exited 1 after run-done, once in 180 under load)."""
+    write_contract(repo, {1: "exit 0"})
+    app = make_app(new_run(repo))
+
+    async def loop_returned() -> int:
+        return 0
+
+    app._engine_task = asyncio.ensure_future(loop_returned())
+    await app._engine_task
+    assert app.status == EXIT_NOT_DONE  # the worker's news never came in
+    await app.settle_engine("the App ended")
+    assert app.status == 0
 
 
 def test_not_a_terminal_falls_back_to_headless_with_a_notice(repo: Path, paella) -> None:
