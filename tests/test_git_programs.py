@@ -16,7 +16,9 @@ plants everything mid-run closes the module.
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,7 @@ from paella_tui.supervisor.contract.model import Gate
 from paella_tui.supervisor.judge.bisect import Bisection
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store.checkpoints import take_checkpoint
-from paella_tui.supervisor.store.git_programs import config_watch, guarded_args
+from paella_tui.supervisor.store.git_programs import _settled, config_watch, guarded_args
 from paella_tui.supervisor.store.gitcli import Git
 from paella_tui.supervisor.store.index_update import AttributeSources
 from paella_tui.supervisor.store.snapshot import Snapshotter
@@ -369,6 +371,55 @@ def test_the_configuration_is_read_again_only_when_a_file_it_comes_from_changed(
     assert watch.filters == ("late",)
     argv = runner.command(["status"])
     assert "--config-env=filter.late.clean=PAELLA_GIT_EMPTY" in argv
+
+
+def test_a_rewrite_that_keeps_the_inode_size_and_mtime_is_seen_at_the_next_command(
+    tmp_path: Path, git: GitRunner
+) -> None:
+    """The watch reads a file's content again only when its stat changed; the agent can keep
+    the inode, the size and the mtime of ``.git/config`` while it plants a filter, but not the
+    ctime: the very next command turns the filter off. A file whose stat is unchanged (and old
+    enough to tell) is not read at all."""
+    repo = make_repo(tmp_path / "repo", git)
+    config = repo / ".git" / "config"
+    _append(config, "[x]\n\tpad = " + "p" * 40 + "\n")
+    time.sleep(0.1)  # older than the clock's step: the stat then stands for the content
+    runner = Git(repo)
+    watch = config_watch(repo)
+    runner.out(["rev-parse", "HEAD"])
+    reads = watch.files.reads
+    for _ in range(3):
+        runner.out(["rev-parse", "HEAD"])
+    assert watch.files.reads == reads and watch.reads == 1
+    before = config.stat()
+    planted = config.read_bytes().replace(
+        b"[x]\n\tpad = " + b"p" * 40, b'[filter "kept"]\n\tclean = false\n#'.ljust(51, b"p")
+    )
+    assert len(planted) == before.st_size
+    with open(config, "r+b") as handle:  # in place: the same inode
+        handle.write(planted)
+    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = config.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    assert "--config-env=filter.kept.clean=PAELLA_GIT_EMPTY" in runner.command(["status"])
+    assert watch.filters == ("kept",)
+
+
+def test_a_stat_stands_for_the_content_only_once_the_clock_has_moved_past_it() -> None:
+    """A file changed within the clock's step of the read may change again with the same stat:
+    its content is read again (git's racily clean entry); coarse timestamps wait longer."""
+    now = time.time_ns()
+    fine = now - now % 1_000_000 + 123
+    assert not _settled(fine, fine + 10_000_000)
+    assert _settled(fine, fine + 60_000_000)
+    whole = now - now % 1_000_000_000
+    assert not _settled(whole, whole + 60_000_000)
+    assert not _settled(whole, whole + 2_500_000_000)
+    assert _settled(whole, whole + 3_100_000_000)
 
 
 def test_diff_log_and_show_never_run_a_diff_program_and_transport_flags_are_pinned() -> None:

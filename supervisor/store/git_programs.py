@@ -39,8 +39,8 @@ What paella does about each, on every command (not once at start):
   whenever any file git may read its configuration from changed content: the repository's
   ``config`` and ``config.worktree``, the global and system files, every file an include names
   (whether its condition holds or not), and ``HEAD`` (``includeIf "onbranch:"``). The check is
-  a few small reads per command, by content (not by mtime, which a rewrite within a clock tick
-  of the same size would not change).
+  one ``stat`` per file per command, and a read of its content when the stat changed
+  (:class:`_Seen` says why a stat is enough, and when it is not).
 
 What is left: the check and git's own reading of the files are a git start-up apart (about a
 millisecond): an agent that rewrites its configuration again and again could land a new filter
@@ -50,10 +50,13 @@ holds then; paella says so in the README's trust section.
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import stat
 import subprocess
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -132,64 +135,175 @@ def fixed_options() -> list[str]:
 def git_dirs(root: Path) -> tuple[Path, Path] | None:
     """The git dir and common dir of the work tree at (or above) ``root``, read from the disk
     as git discovers them (a ``.git`` folder, or a ``gitdir:`` file and its ``commondir``)."""
-    for folder in (root, *root.parents):
-        dot = folder / ".git"
+    found = _git_dir_names(str(root))
+    return None if found is None else _as_paths(*found)
+
+
+@functools.lru_cache(maxsize=64)
+def _as_paths(git_dir: str, common: str) -> tuple[Path, Path]:
+    return Path(git_dir), Path(common)
+
+
+# What Path.is_dir() and is_file() take for "not there" (any other error: no answer).
+_ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
+
+def _git_dir_names(root: str) -> tuple[str, str] | None:
+    """:func:`git_dirs` with plain strings and ``os`` calls (it runs before every git command:
+    pathlib's objects cost more than the stat calls)."""
+    folder = root
+    while True:
+        dot = os.path.join(folder, ".git")
         try:
-            if dot.is_dir():
+            mode = _mode(dot)
+            if stat.S_ISDIR(mode):
                 git_dir = dot
-            elif dot.is_file():
-                text = dot.read_text(errors="surrogateescape").strip()
+            elif stat.S_ISREG(mode):
+                with open(dot, "rb") as handle:
+                    text = os.fsdecode(handle.read()).strip()
                 if not text.startswith("gitdir:"):
                     return None
-                git_dir = folder / text.removeprefix("gitdir:").strip()
+                git_dir = os.path.join(folder, text.removeprefix("gitdir:").strip())
             else:
+                parent = os.path.dirname(folder) or "."
+                if parent == folder:
+                    return None
+                folder = parent
                 continue
             common = git_dir
-            with_common = git_dir / "commondir"
-            if with_common.is_file():
-                common = git_dir / with_common.read_text(errors="surrogateescape").strip()
+            with_common = os.path.join(git_dir, "commondir")
+            if stat.S_ISREG(_mode(with_common)):
+                with open(with_common, "rb") as handle:
+                    common = os.path.join(git_dir, os.fsdecode(handle.read()).strip())
             return git_dir, common
         except OSError:
             return None
-    return None
 
 
-def _global_files() -> list[Path]:
-    files: list[Path] = []
-    named = os.environ.get("GIT_CONFIG_GLOBAL")
-    home = os.environ.get("HOME")
+def _mode(path: str) -> int:
+    """The mode of what ``path`` names (symlinks followed); 0 when nothing is there."""
+    try:
+        return os.stat(path).st_mode
+    except OSError as err:
+        if err.errno in _ABSENT:
+            return 0
+        raise
+
+
+def _global_files() -> tuple[str, ...]:
+    return _global_files_for(
+        os.environ.get("GIT_CONFIG_GLOBAL"),
+        os.environ.get("HOME"),
+        os.environ.get("XDG_CONFIG_HOME"),
+        os.environ.get("GIT_CONFIG_SYSTEM"),
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _global_files_for(
+    named: str | None, home: str | None, xdg_home: str | None, system: str | None
+) -> tuple[str, ...]:
+    files: list[str] = []
     if named:
-        files.append(Path(named))
+        files.append(named)
     elif home:
-        files.append(Path(home) / ".gitconfig")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or (f"{home}/.config" if home else "")
+        files.append(os.path.join(home, ".gitconfig"))
+    xdg = xdg_home or (f"{home}/.config" if home else "")
     if xdg and not named:
-        files.append(Path(xdg) / "git" / "config")
-    system = os.environ.get("GIT_CONFIG_SYSTEM")
-    files += [Path(system)] if system else [Path("/etc/gitconfig")]
-    return files
+        files.append(os.path.join(xdg, "git", "config"))
+    files.append(system if system else "/etc/gitconfig")
+    return tuple(files)
 
 
-def _content(path: Path) -> object:
-    """What a file holds now, comparable by ``==``: its bytes, or what else is there."""
+def _content(path: str) -> tuple[object, tuple[int, ...] | None]:
+    """What a file holds now, comparable by ``==`` (its bytes, or what else is there), and the
+    :func:`_signature` of the regular file read (None for anything else)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO never blocks paella
     except (FileNotFoundError, NotADirectoryError):
-        return None
+        return None, None
     except OSError as err:
-        return ("error", err.errno)
+        return ("error", err.errno), None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return ("special", st.st_mode, st.st_ino)
+            return ("special", st.st_mode, st.st_ino), None
         chunks = []
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
-        return b"".join(chunks)
+        return b"".join(chunks), _signature(st)
     except OSError as err:
-        return ("error", err.errno)
+        return ("error", err.errno), None
     finally:
         os.close(fd)
+
+
+def _signature(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+# How long after its last change a file's stat is trusted to tell a later change (_Seen).
+_SETTLED_NS = 50_000_000
+_SETTLED_COARSE_NS = 3_000_000_000
+
+
+class _Seen:
+    """The files of one configuration as last read, each with its stat, to read again only
+    those whose stat changed.
+
+    Why a stat may stand for the content. The key is git's own for its index (``ino``, size,
+    ``mtime``, ``ctime``, with the device and mode). The agent can write any file git reads
+    its configuration from and set its ``mtime`` (``touch -d``), and a rewrite in place keeps
+    the inode and may keep the size. What it cannot set is ``ctime``: the kernel sets it to its
+    own clock on every write, ``chmod``, ``utime`` and rename, and only root can set that clock
+    (a file renamed into place is a new inode, with a new ``ctime``). So a file whose stat is
+    unchanged was not written since, with one exception, git's "racily clean" entry: timestamps
+    come from a clock that ticks in steps (a jiffy, 1-10 ms; whole seconds, two on FAT, on some
+    file systems), and a second write in the same step as the read leaves the same stat. So
+    the stat stands for the content only when the file's ``ctime`` is older than the read of
+    its content by more than a step: 50 ms when the ``ctime`` shows sub-millisecond digits
+    (a fine-grained file system), 3 s otherwise. A file changed later than that is read by
+    content on every command, as before. This trusts that the kernel's clock and the file
+    system's agree, as git does for a local repository.
+
+    What this adds to the window the module docstring names: a write caught mid-copy (its
+    ``ctime`` set, its bytes not all there yet, stalled by the agent for longer than the step)
+    leaves content that may still change with no new ``ctime``. Landing a filter that way is the
+    same kind of race against paella's check, for which the agent's process cage is the boundary.
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[str, tuple[tuple[int, ...], object]] = {}
+        self.reads = 0
+        """How many times a file's content was read (a test counts them)."""
+
+    def content(self, path: str) -> object:
+        """What ``path`` holds now, as :func:`_content` reads it (the bytes kept from an earlier
+        read when its stat says it was not written since)."""
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._files.pop(path, None)
+            return None
+        except OSError as err:
+            return ("error", err.errno)
+        kept = self._files.get(path)
+        if kept is not None and kept[0] == _signature(st):
+            return kept[1]
+        read_at = time.time_ns()
+        self.reads += 1
+        content, signature = _content(path)
+        if signature is not None and _settled(signature[-1], read_at):
+            self._files[path] = (signature, content)
+        else:
+            self._files.pop(path, None)
+        return content
+
+
+def _settled(ctime_ns: int, read_at: int) -> bool:
+    """Whether a write after ``read_at`` must give a ``ctime`` other than ``ctime_ns``."""
+    fine = ctime_ns % 1_000_000 != 0
+    return ctime_ns + (_SETTLED_NS if fine else _SETTLED_COARSE_NS) < read_at
 
 
 class ConfigWatch:
@@ -199,8 +313,10 @@ class ConfigWatch:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._lock = threading.Lock()
-        self._includes: tuple[Path, ...] = ()
+        self._includes: tuple[str, ...] = ()
         self._seen: tuple[object, ...] | None = None
+        self.files = _Seen()
+        """The files it comes from, as last read."""
         self.filters: tuple[str, ...] = ()
         """Names of the filter drivers that have a clean, smudge or process command."""
         self.attr_tree = False
@@ -212,13 +328,17 @@ class ConfigWatch:
     def key(self) -> tuple[object, ...]:
         """Every file git reads its configuration from here, and what each holds now (with the
         git dirs as found on disk): equal keys, the same configuration."""
-        dirs = git_dirs(self.root)
+        dirs = _git_dir_names(str(self.root))
         files = _global_files()
         if dirs is not None:
             git_dir, common = dirs
-            files += [common / "config", git_dir / "config.worktree", git_dir / "HEAD"]
+            files += (
+                os.path.join(common, "config"),
+                os.path.join(git_dir, "config.worktree"),
+                os.path.join(git_dir, "HEAD"),
+            )
         files += self._includes
-        return (dirs, tuple(files), *(_content(f) for f in files))
+        return (dirs, files, *(self.files.content(f) for f in files))
 
     def refresh(self, program: str, env: Mapping[str, str]) -> None:
         """Read the configuration again if any file it comes from changed since last time."""
@@ -235,7 +355,7 @@ class ConfigWatch:
                 self._includes = includes
             self._seen = None  # never settled: read again on the next command
 
-    def _read(self, program: str, env: Mapping[str, str]) -> tuple[Path, ...]:
+    def _read(self, program: str, env: Mapping[str, str]) -> tuple[str, ...]:
         self.reads += 1
         proc = subprocess.run(
             [program, "config", "-z", "--show-origin", "--get-regexp", _REGEX],
@@ -246,7 +366,7 @@ class ConfigWatch:
         )
         items = proc.stdout.split(b"\0")
         names: set[str] = set(self.filters) if proc.returncode not in (0, 1) else set()
-        includes: list[Path] = []
+        includes: list[str] = []
         attr_tree = False
         settings: list[bytes] = []
         for origin, entry in zip(items[0::2], items[1::2], strict=False):
@@ -272,13 +392,13 @@ class ConfigWatch:
         :meth:`refresh`."""
         return self._settings
 
-    def _include(self, origin: bytes, value: bytes) -> Path:
+    def _include(self, origin: bytes, value: bytes) -> str:
         """The file an include names, as git resolves it (relative to the including file)."""
         path = os.fsdecode(value)
         if path.startswith("~/"):
-            return Path(os.path.expanduser(path))
+            return os.path.expanduser(path)
         source = os.fsdecode(origin.removeprefix(b"file:"))
-        return self.root / os.path.dirname(source) / path
+        return str(self.root / os.path.dirname(source) / path)
 
     def options(self) -> list[str]:
         """``--config-env`` options that make every known filter driver a no-op."""
