@@ -28,9 +28,12 @@ from pathlib import Path
 import pytest
 from conftest import GitRunner, TreeState, capture_tree, run_paella_in_process
 
+from paella_tui.supervisor.judge.frozen import KEPT_DIFFS, FrozenFiles
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store.git_programs import subcommand_at
+from paella_tui.supervisor.store.gitcli import Git
 from paella_tui.supervisor.store.mirror import STATE_REF, Mirror, clone_holds_only_branches
+from paella_tui.supervisor.store.raw_restore import tree_changes
 from paella_tui.supervisor.store.snapshot import Snapshotter
 from paella_tui.supervisor.store.steps import prune_expired
 from paella_tui.supervisor.store.workspace import Workspace
@@ -582,3 +585,32 @@ def test_the_step_pruning_of_a_workspaces_first_run_lists_no_refs(
     started.clear()
     assert prune_expired(store, skip=other.run_id) == []  # the first run has no steps to prune
     assert started == ["for-each-ref"]
+
+
+def test_the_frozen_files_diff_each_of_the_newest_trees_once(
+    repo: Path, git: GitRunner, started: Started
+) -> None:
+    """A rollback returns to a tree asked about a few trees before: its changes from the frozen
+    tree (a function of the two object ids alone) are kept for the newest trees, each diffed
+    once; one older than that is asked of git again, with the same answer."""
+    workspace = Workspace.find(repo)
+    snapper = Snapshotter(workspace)
+    start = snapper.take_locked().tree
+    trees = []
+    for n in range(KEPT_DIFFS + 1):
+        (repo / f"f{n}.txt").write_text(f"{n}\n")
+        trees.append(snapper.take_locked().tree)
+    frozen = FrozenFiles(workspace, ["f0.txt"], start)
+    started.clear()
+    first = [frozen.changes(tree) for tree in trees[1:]]
+    assert started == ["diff-tree"] * KEPT_DIFFS
+    started.clear()
+    assert [frozen.changes(tree) for tree in reversed(trees[1:])] == first[::-1]
+    assert [c.path for c in frozen.differing(trees[-1])] == ["f0.txt"]
+    assert started == []
+    assert [c.path for c in frozen.changes(trees[0])] == ["f0.txt"]
+    assert started == ["diff-tree"]
+    assert frozen.changes(trees[1]) == first[0]  # asked since trees[3]: still kept
+    assert frozen.known_changes(trees[3]) is None  # the least recently asked: dropped
+    assert started == ["diff-tree"]
+    assert first[-1] == tree_changes(Git(repo), start, trees[-1])

@@ -57,6 +57,10 @@ REVERTED = "protected-reverted"
 _ABSENT_MODE = "000000"
 
 
+KEPT_DIFFS = 4
+"""How many trees' changes from the frozen tree :class:`FrozenFiles` keeps."""
+
+
 @dataclass(frozen=True)
 class Judged:
     """The tree the gates judge for one workspace tree."""
@@ -117,8 +121,9 @@ class FrozenFiles:
         self._run = run
         self._kept = kept
         self._judged: dict[str, Judged] = {}
-        self._changes: tuple[str, str, list[Change]] | None = None
-        """The newest tree compared with the frozen tree: (frozen tree, tree, every change)."""
+        self._changes: dict[tuple[str, str], list[Change]] = {}
+        """The newest trees compared with the frozen tree: (frozen tree, tree) -> every change,
+        oldest first (at most :data:`KEPT_DIFFS`)."""
 
     @classmethod
     def for_run(
@@ -161,8 +166,10 @@ class FrozenFiles:
 
     def changes(self, tree: str) -> list[Change]:
         """Every path that differs from the frozen tree to ``tree`` (protected or not). The newest
-        answer is kept: a pass's gates, the drift checks of its verdict and the protected-file
-        check at the agent's exit all ask about the same tree."""
+        answers are kept: a pass's gates, the drift checks of its verdict and the protected-file
+        check at the agent's exit all ask about the same tree, and a rollback returns to a tree
+        asked about a few trees before (the raw diff of two trees is a function of their
+        object ids alone: no configuration or attribute changes it)."""
         if tree == self.tree:
             return []
         known = self.known_changes(tree)
@@ -180,15 +187,19 @@ class FrozenFiles:
                     "(`paella run`) to freeze them again.",
                 ) from None
             changes = tree_changes(self.workspace.git, self.tree, tree)
-        self._changes = (self.tree, tree, changes)
-        return changes
+        self._changes[(self.tree, tree)] = changes
+        while len(self._changes) > KEPT_DIFFS:
+            del self._changes[next(iter(self._changes))]
+        return list(changes)
 
     def known_changes(self, tree: str) -> list[Change] | None:
-        """:meth:`changes` when this is the newest tree asked about (no git), else None."""
-        known = self._changes
-        if known is None or known[:2] != (self.tree, tree):
+        """:meth:`changes` when this is one of the newest trees asked about (no git), else None."""
+        key = (self.tree, tree)
+        known = self._changes.pop(key, None)
+        if known is None:
             return None
-        return list(known[2])
+        self._changes[key] = known  # the newest again
+        return list(known)
 
     def _restore(self) -> bool:
         """Bring the frozen tree back from the mirror; True when it is in the repository."""
