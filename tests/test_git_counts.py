@@ -230,6 +230,14 @@ def test_a_new_mirror_is_a_clone_and_no_listing_of_its_refs(
     assert sorted(refs) == sorted(
         git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/").split()
     )
+    # No template (the tests' own has no sample hooks, a user's has 13 files): git's own only.
+    assert sorted(p.name for p in mirror.local.iterdir()) == [
+        "HEAD",
+        "config",
+        "objects",
+        "packed-refs",
+        "refs",
+    ]
 
 
 @pytest.mark.parametrize("where", ["loose", "packed"])

@@ -128,12 +128,15 @@ class Mirror:
             self.local.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             tmp = self.local.with_name(f".{self.local.name}.{os.getpid()}.tmp")
             # No --local: git hard-links the objects where it can and copies where it cannot.
+            # No template: its sample hooks, description and info/exclude (13 files on git 2.39)
+            # are never read in a mirror (paella's git runs no hook; nothing checks out there).
             self._git(
                 [
                     "clone",
                     "--bare",
                     "--quiet",
                     "--no-tags",
+                    "--template=",
                     str(self.workspace.common_dir),
                     str(tmp),
                 ],
