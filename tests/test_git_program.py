@@ -52,3 +52,26 @@ def test_a_git_that_moved_is_looked_up_again(tmp_path: Path) -> None:
     assert git_program(path_var) == str(first)
     first.unlink()
     assert git_program(path_var) == str(second)
+
+
+def test_each_git_runner_takes_the_environment_as_it_is_when_made(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The environment git gets is built once per state of ``os.environ`` (not decoded per
+    runner), yet a variable set, changed or removed is there for the next runner; the scrubbed
+    ones never are, and one runner's copy is its own."""
+    monkeypatch.delenv("PAELLA_TEST_VAR", raising=False)
+    first = Git(repo)
+    assert "PAELLA_TEST_VAR" not in first.env
+    monkeypatch.setenv("PAELLA_TEST_VAR", "one")
+    monkeypatch.setenv("GIT_DIR", str(repo / "elsewhere"))
+    assert Git(repo).env["PAELLA_TEST_VAR"] == "one" and "GIT_DIR" not in Git(repo).env
+    assert Git(repo).run(["rev-parse", "--git-dir"]).stdout.strip() == b".git"
+    monkeypatch.setenv("PAELLA_TEST_VAR", "two")
+    private = Git(repo, index_file=repo / "private-index")
+    assert private.env["PAELLA_TEST_VAR"] == "two"
+    assert private.env["GIT_INDEX_FILE"] == str(repo / "private-index")
+    assert "GIT_INDEX_FILE" not in Git(repo).env  # the private runner's own, not shared
+    monkeypatch.delenv("PAELLA_TEST_VAR")
+    assert "PAELLA_TEST_VAR" not in Git(repo).env
+    assert "PAELLA_TEST_VAR" not in first.env and first.env["LC_ALL"] == "C"

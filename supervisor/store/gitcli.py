@@ -99,6 +99,34 @@ def _find_git(path_var: str | None) -> str:
     return shutil.which("git", path=path_var) or "git"
 
 
+_built: tuple[dict[bytes, bytes], dict[str, str]] | None = None
+"""The process environment last seen (``os.environ``'s own bytes) and git's made from it."""
+
+
+def _base_env() -> dict[str, str]:
+    """git's environment made from this process's (a new dict): the caller's, less
+    :data:`SCRUBBED_ENV`, with paella's fixed variables. A ``Git`` is made for nearly every
+    command; decoding the whole environment each time cost ~15 us, so the answer is kept while
+    ``os.environ`` holds the same bytes (a dict comparison in C)."""
+    global _built
+    data = getattr(os.environ, "_data", None)  # CPython's bytes behind os.environ
+    kept = _built
+    if isinstance(data, dict) and kept is not None and kept[0] == data:
+        return dict(kept[1])
+    seen = dict(data) if isinstance(data, dict) else None  # before the reading: never newer
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
+    # Read-only commands (status, diff-files) must never take the user's index.lock.
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["LC_ALL"] = "C"
+    env.update(NO_REPLACE_ENV)
+    env.update(PAELLA_IDENTITY)
+    env.update(GUARD_ENV)
+    if seen is not None:
+        _built = (seen, env)
+    return dict(env)
+
+
 class Git:
     """Runs git in one work tree, optionally against a private index file."""
 
@@ -111,14 +139,7 @@ class Git:
     ) -> None:
         self.root = root
         self.index_file = index_file
-        env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
-        # Read-only commands (status, diff-files) must never take the user's index.lock.
-        env["GIT_OPTIONAL_LOCKS"] = "0"
-        env["GIT_TERMINAL_PROMPT"] = "0"
-        env["LC_ALL"] = "C"
-        env.update(NO_REPLACE_ENV)
-        env.update(PAELLA_IDENTITY)
-        env.update(GUARD_ENV)
+        env = _base_env()
         if index_file is not None:
             env["GIT_INDEX_FILE"] = str(index_file)
         self._env = env
