@@ -29,7 +29,7 @@ from paella_tui.supervisor.contract.model import Gate
 from paella_tui.supervisor.judge.bisect import Bisection
 from paella_tui.supervisor.run.runs import RunStore
 from paella_tui.supervisor.store.checkpoints import take_checkpoint
-from paella_tui.supervisor.store.git_programs import _settled, config_watch, guarded_args
+from paella_tui.supervisor.store.git_programs import _Seen, _settled, config_watch, guarded_args
 from paella_tui.supervisor.store.gitcli import Git
 from paella_tui.supervisor.store.index_update import AttributeSources
 from paella_tui.supervisor.store.snapshot import Snapshotter
@@ -420,6 +420,22 @@ def test_a_stat_stands_for_the_content_only_once_the_clock_has_moved_past_it() -
     assert not _settled(whole, whole + 60_000_000)
     assert not _settled(whole, whole + 2_500_000_000)
     assert _settled(whole, whole + 3_100_000_000)
+
+
+def test_a_file_whose_size_is_not_its_content_is_read_at_every_command(tmp_path: Path) -> None:
+    """A ``/proc`` file (a symlink may name one; a process can change its own ``cmdline``)
+    keeps its times and says size 0: its stat never stands for its content; nor does an empty
+    file's."""
+    seen = _Seen()
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    os.utime(empty, ns=(0, 0))
+    time.sleep(0.1)  # settled: only the size rule keeps them from being kept
+    for path in ("/proc/self/cmdline", str(empty)):
+        seen.content(path)
+        reads = seen.reads
+        seen.content(path)
+        assert seen.reads == reads + 1, path
 
 
 def test_diff_log_and_show_never_run_a_diff_program_and_transport_flags_are_pinned() -> None:

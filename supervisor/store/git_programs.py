@@ -264,7 +264,10 @@ class _Seen:
     its content by more than a step: 50 ms when the ``ctime`` shows sub-millisecond digits
     (a fine-grained file system), 3 s otherwise. A file changed later than that is read by
     content on every command, as before. This trusts that the kernel's clock and the file
-    system's agree, as git does for a local repository.
+    system's agree, as git does for a local repository. And only a file whose size is the
+    number of bytes read is kept, an empty one never: a file of ``/proc`` or ``/sys`` (which a
+    symlink can name, and whose content a process can change, its ``cmdline``) says size 0 or
+    4096 whatever it holds, and keeps its times.
 
     What this adds to the window the module docstring names: a write caught mid-copy (its
     ``ctime`` set, its bytes not all there yet, stalled by the agent for longer than the step)
@@ -293,7 +296,12 @@ class _Seen:
         read_at = time.time_ns()
         self.reads += 1
         content, signature = _content(path)
-        if signature is not None and _settled(signature[-1], read_at):
+        if (
+            signature is not None
+            and isinstance(content, bytes)
+            and len(content) == signature[3] > 0  # st_size: the whole file, and a real one
+            and _settled(signature[-1], read_at)
+        ):
             self._files[path] = (signature, content)
         else:
             self._files.pop(path, None)
