@@ -27,7 +27,7 @@ from paella_tui.supervisor.agent.process_stop import stop_tree
 from paella_tui.supervisor.agent.process_tree import ProcessTree
 from paella_tui.supervisor.agent.tree_roots import spawning_root
 from paella_tui.supervisor.base.start_ticks import TICKS_PER_SECOND, born_before, start_ticks
-from paella_tui.supervisor.run.run_view import process_alive
+from paella_tui.supervisor.run.run_view import alive_by_psutil, process_alive
 
 SLEEP = shutil.which("sleep") or "/bin/sleep"
 
@@ -96,15 +96,9 @@ def test_a_process_born_later_has_later_ticks_and_a_gone_one_has_none() -> None:
     assert start_ticks(2**22 + 7) is None, "no such pid"
 
 
-def _psutil_alive(pid: int, create_time: float | None) -> bool:
-    """``process_alive`` as psutil answered it (the reference: what it was until it read /proc)."""
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return create_time is None or abs(proc.create_time() - create_time) < 1.0
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
+# The reference: ``process_alive`` as psutil answers it (what it was until it read /proc, and
+# what it still is where /proc cannot tell).
+_psutil_alive = alive_by_psutil
 
 
 def test_process_alive_says_what_psutil_says() -> None:

@@ -32,7 +32,12 @@ def process_alive(pid: int | None, create_time: float | None) -> bool:
     known = _alive_in_proc(pid, create_time)
     if known is not None:
         return known
-    import psutil  # no /proc (macOS), or a negative pid (psutil refuses it: ValueError)
+    return alive_by_psutil(pid, create_time)  # no /proc (macOS), or a negative pid
+
+
+def alive_by_psutil(pid: int, create_time: float | None) -> bool:
+    """``process_alive`` as psutil tells it (where /proc cannot; a negative pid: ValueError)."""
+    import psutil  # only here: a status with /proc never loads it
 
     try:
         proc = psutil.Process(pid)
