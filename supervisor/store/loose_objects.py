@@ -24,11 +24,17 @@ import time
 import zlib
 from pathlib import Path
 
-_OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 COMPAT_FORMAT = re.compile(rb"compatobjectformat", re.IGNORECASE)
 """In a repository's config: objects are written under two hashes (left to git)."""
 LOOSE_COMPRESSION = 1
 """git's ``core.looseCompression`` default (best speed)."""
+
+
+def is_object_id(text: str) -> bool:
+    """Whether ``text`` is an object id, whole (40 or 64 lowercase hex digits; no newline): the
+    only strings paella joins under ``objects/`` or hands git as an object."""
+    return _OBJECT_ID.fullmatch(text) is not None
 
 
 def hash_name(oid: str) -> str:
@@ -46,7 +52,7 @@ def object_id(kind: str, data: bytes, hash_algo: str) -> str:
 def read_loose(objects: Path, oid: str) -> tuple[str, bytes] | None:
     """The kind and content of a loose object, checked against its id; None when it is not a
     loose object here (packed, missing) or does not match its id."""
-    if not _OBJECT_ID.match(oid):
+    if not is_object_id(oid):
         return None
     try:
         with open(objects / oid[:2] / oid[2:], "rb") as handle:

@@ -29,9 +29,8 @@ import stat
 import zlib
 from pathlib import Path
 
-from paella_tui.supervisor.store.loose_objects import read_loose
+from paella_tui.supervisor.store.loose_objects import is_object_id, read_loose
 
-_OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _REF_FILE = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64})\n\Z")
 _REF_PART = re.compile(r"^[A-Za-z0-9_-](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?$")
 
@@ -138,7 +137,7 @@ def _none_there(git_dir: Path, common_dir: Path, names: list[str]) -> bool:
 def loose_kind(objects: Path, oid: str) -> str | None:
     """The kind a loose object's header names (``commit``, ``tree``...), or None: not a loose
     object here, or a header that does not read."""
-    if not _OBJECT_ID.match(oid):
+    if not is_object_id(oid):
         return None
     try:
         with open(objects / oid[:2] / oid[2:], "rb") as handle:
@@ -160,4 +159,4 @@ def loose_commit_tree(objects: Path, oid: str) -> str | None:
         return None
     first = found[1].partition(b"\n")[0]
     tree = first.removeprefix(b"tree ").decode("ascii", errors="replace")
-    return tree if first.startswith(b"tree ") and _OBJECT_ID.match(tree) else None
+    return tree if first.startswith(b"tree ") and is_object_id(tree) else None

@@ -54,6 +54,7 @@ from paella_tui.supervisor.store.loose_objects import (
     COMPAT_FORMAT,
     commit_parents,
     hash_name,
+    is_object_id,
     read_loose,
 )
 from paella_tui.supervisor.store.mirror_ledger import (
@@ -80,7 +81,6 @@ _TEMPORARY = ("tmp_", ".tmp-")
 _NEGATIVES = 8
 """At most this many of the mirror's refs bound what is packed (more only slow the walk)."""
 _NUMBERED = re.compile(r"^(.*)/(\d+)$")
-_OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _OBJECT_FORMAT = re.compile(rb"objectformat", re.IGNORECASE)
 """A mirror whose config names any object format leaves a run's first save to git."""
 KILL_AT_ENV = "PAELLA_TEST_KILL_AT"
@@ -289,7 +289,7 @@ class LocalMirror:
                             found.append(handle.read(100).decode("ascii").strip())
             except (OSError, ValueError):
                 return []
-        if not all(_OBJECT_ID.match(oid) for oid in found):
+        if not all(is_object_id(oid) for oid in found):
             return []
         return found[:_NEGATIVES]
 

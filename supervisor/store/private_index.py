@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 from paella_tui.supervisor.base.files import ensure_dir
 from paella_tui.supervisor.store.gitcli import Git, encode_paths_z
 from paella_tui.supervisor.store.index_update import AttributeSources, is_attributes_file
+from paella_tui.supervisor.store.loose_objects import is_object_id
 from paella_tui.supervisor.store.raw_blobs import RawBlobs
 from paella_tui.supervisor.store.workspace import Workspace
 
@@ -193,9 +193,6 @@ def index_checksum(index_file: Path) -> str | None:
     return None if not any(trailer[-20:]) else trailer.hex()
 
 
-_OBJECT_NAME = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-
-
 def unchanged_tree(memo: dict[str, Any] | None, index_file: Path, objects: Path) -> str | None:
     """The tree the last snapshot's ``write-tree`` gave, when ``write-tree`` now would give it
     again (no git process: half of a run's snapshots find nothing changed); else None.
@@ -214,7 +211,7 @@ def unchanged_tree(memo: dict[str, Any] | None, index_file: Path, objects: Path)
     tree, checksum = memo.get("tree"), memo.get("checksum")
     # The memo is read from the git dir, which the agent can write: only an object name (40 or
     # 64 lowercase hex digits) is ever joined into a path or handed on as a tree.
-    if not isinstance(tree, str) or not _OBJECT_NAME.fullmatch(tree):
+    if not isinstance(tree, str) or not is_object_id(tree):
         return None
     if not isinstance(checksum, str):
         return None
