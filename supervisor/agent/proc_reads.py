@@ -26,6 +26,8 @@ from typing import Final, Literal
 
 import psutil
 
+from paella_tui.supervisor.base.start_ticks import stat_fields
+
 _HAS_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
@@ -64,7 +66,7 @@ def environ_state(proc: psutil.Process) -> dict[str, str] | Literal["later", "un
         return UNREADABLE
     if env:
         return env
-    fields = _stat_fields(proc.pid)
+    fields = stat_fields(proc.pid)
     if fields is None:
         return _without_stat(proc, env)
     if fields[0] in (b"Z", b"X"):
@@ -108,17 +110,6 @@ def _without_stat(
     except psutil.Error:
         return LATER
     return _read_again(proc)
-
-
-def _stat_fields(pid: int) -> list[bytes] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name; None when it has gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: the fields start after the last ')'.
-    return data[data.rfind(b")") + 2 :].split()
 
 
 def name_and_command(proc: psutil.Process) -> tuple[str, tuple[str, ...]]:

@@ -33,17 +33,25 @@ def start_ticks(pid: int) -> int | None:
 def process_state(pid: int) -> tuple[bytes, int] | None:
     """``pid``'s state letter (``b"Z"`` for a zombie, as psutil's ``status`` reads it) and its
     start in clock ticks since boot; None when that cannot be read (no such process)."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
+    try:
+        return fields[0], int(fields[_STARTTIME_FIELD])
+    except (IndexError, ValueError):
+        return None
+
+
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (the state letter first); None
+    when it cannot be read (the process has gone, or no ``/proc``)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             data = handle.read()
     except OSError:
         return None
     # The command name may hold spaces and parentheses: the fields start after the last ')'.
-    fields = data[data.rfind(b")") + 2 :].split()
-    try:
-        return fields[0], int(fields[_STARTTIME_FIELD])
-    except (IndexError, ValueError):
-        return None
+    return data[data.rfind(b")") + 2 :].split()
 
 
 _BOOT_TIME: list[float] = []
