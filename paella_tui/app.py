@@ -372,11 +372,7 @@ class PaellaApp(RunKeys):
             self._recovery_screen = None
             self.pop_screen()
         if not self.engine_live:
-            task = self._engine_task
-            if task is not None and not task.cancelled() and task.exception() is None:
-                # The loop has ended but its worker's message may not be in yet: its status.
-                self.exit_code = int(task.result() or 0)
-            self._leave()
+            self._leave()  # with the loop's status, if its worker's message is not in yet
             return
         assert self.run_loop is not None
         self.run_loop.request_stop(reason)
@@ -402,12 +398,16 @@ class PaellaApp(RunKeys):
         """What ``paella run`` exits with: 130 after SIGINT, else the run loop's status."""
         return self._signal_code if self._signal_code is not None else self.exit_code
 
-    def _leave(self) -> None:
+    def _take_returned_status(self) -> None:
+        """Once the run loop has returned, the status is its own, whether or not its worker's
+        news was handled: it may still be queued (a quit right after the verdict), or the App
+        ended first and cancelled that worker on the way out (which says "not done")."""
         task = self._engine_task
         if task is not None and task.done() and not task.cancelled() and not task.exception():
-            # The loop has returned, but its worker's news may still be queued (a quit right
-            # after the verdict): the status is the loop's all the same.
-            self.exit_code = task.result()
+            self.exit_code = int(task.result() or 0)
+
+    def _leave(self) -> None:
+        self._take_returned_status()
         if self._signals.terminal_lost:
             # The run is recorded and the agent stopped. Textual's shutdown would now restore a
             # terminal that no longer exists, and can block forever writing to it: exit here.
@@ -449,11 +449,7 @@ class PaellaApp(RunKeys):
         status is then the loop's."""
         task = self._engine_task
         if task is not None and task.done():
-            if not task.cancelled() and task.exception() is None:
-                # The loop returned, but the App ended before its worker's news was handled (or
-                # cancelled that worker on the way out, which says "not done"): the status is the
-                # loop's all the same, as _leave says.
-                self.exit_code = int(task.result() or 0)
+            self._take_returned_status()
         elif task is not None:
             self._answer_stop(reason)
             if self.run_loop is not None:
